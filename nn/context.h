@@ -1,0 +1,30 @@
+// The global execution mode, as MindSpore's set_context(mode=GRAPH_MODE | PYNATIVE_MODE).
+//
+// kGraph (the default: loom is a graph-mode framework): calling a root Cell (one not called from
+// another Cell's construct) with concrete tensors traces its construct once per input signature
+// and training flag, compiles the graph (runtime::compile) and runs it; later calls with the same
+// signature reuse the compiled graph. TrainOneStepCell builds and compiles one step graph.
+// kPyNative: construct runs op by op on tensors (backends/eager.h) — the debugging mode; results
+// equal graph mode's.
+#pragma once
+
+namespace loom::nn {
+
+enum class ExecMode { kGraph, kPyNative };
+
+void set_context_mode(ExecMode mode);
+ExecMode context_mode();
+
+// Sets the mode for the lifetime of the scope, restoring the previous one.
+class ModeScope {
+ public:
+  explicit ModeScope(ExecMode mode) : saved_(context_mode()) { set_context_mode(mode); }
+  ~ModeScope() { set_context_mode(saved_); }
+  ModeScope(const ModeScope&) = delete;
+  ModeScope& operator=(const ModeScope&) = delete;
+
+ private:
+  ExecMode saved_;
+};
+
+}  // namespace loom::nn

@@ -1,0 +1,54 @@
+// MindSpore's metrics: clear(), update(...), eval(). Model::eval feeds each batch's
+// (loss, logits, label).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/ir/tensor.h"
+
+namespace loom::nn {
+
+struct MetricInputs {
+  Tensor loss;    // rank 0 (the batch mean)
+  Tensor logits;  // (N, C)
+  Tensor label;   // (N,) class indices (Int32/Int64) or (N, C) one-hot / probabilities
+};
+
+class Metric {
+ public:
+  virtual ~Metric() = default;
+  virtual void clear() = 0;
+  virtual void update(const MetricInputs& in) = 0;
+  // ValueError when nothing was accumulated (as MindSpore raises RuntimeError).
+  virtual double eval() const = 0;
+};
+
+// Fraction of samples whose arg-max logit equals the label (arg-max of a 2-D label).
+class Accuracy : public Metric {
+ public:
+  void clear() override;
+  void update(const MetricInputs& in) override;
+  double eval() const override;
+  std::int64_t correct() const { return correct_; }
+  std::int64_t total() const { return total_; }
+
+ private:
+  std::int64_t correct_ = 0;
+  std::int64_t total_ = 0;
+};
+
+// Mean of the batch losses, weighted by batch size (MindSpore's Loss averages per batch; with
+// equal batches the two agree).
+class Loss : public Metric {
+ public:
+  void clear() override;
+  void update(const MetricInputs& in) override;
+  double eval() const override;
+
+ private:
+  double sum_ = 0;
+  std::int64_t samples_ = 0;
+};
+
+}  // namespace loom::nn
