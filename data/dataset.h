@@ -18,7 +18,11 @@
 //     for rows from there (Iterator's `start`), no replay;
 //   - a random transform's draws for row i come from a Philox stream addressed by
 //     (seed, stage id, epoch, i), and shuffle's permutation of epoch e from (seed, stage id, e).
-// Stage ids are stable: stream_id("data/<stage kind>/<depth>[/<op index>]"), depth = the number
+//     Exactly: op k of a map draws RandomStream(seed, id, ((epoch << 32) + i) * 64), i.e. 64
+//     words reserved per row (rows < 2^32, epochs < 2^26); shuffle draws Fisher-Yates' n - 1
+//     indices from RandomStream(seed, id, epoch << 34), two words (one 64-bit draw) each.
+// Stage ids are stable: stream_id("data/<stage kind>/<depth>[/<op index>]") ("data/map/1/0",
+// "data/shuffle/2"), depth = the number
 // of stages below (a source is depth 0), so the same pipeline built again draws the same numbers.
 //
 // "epoch" as seen by a stage is the epoch number its consumer passes down: repeat(n) passes
@@ -121,7 +125,8 @@ DatasetPtr TensorSlicesDataset(std::vector<std::string> column_names, std::vecto
 
 // MNIST-format IDX files (Fashion-MNIST too), gzipped ("*.gz") or not, from `dir`:
 // {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]. usage "train", "test" or "all" (train then
-// test). Columns: "image" UInt8 (28, 28, 1) and "label" Int32 (). The files are read and checked
+// test). Columns: "image" UInt8 (28, 28, 1) (in general (H, W, 1) from the file's dims; "all"
+// needs equal dims) and "label" Int32 (). The files are read and checked
 // (magic 0x00000803 / 0x00000801, dimensions, counts equal, byte sizes, labels < 10) when the
 // dataset is made; errors name the file and what is wrong.
 DatasetPtr MnistDataset(const std::string& dir, const std::string& usage = "train");
@@ -146,6 +151,8 @@ struct Position {
 };
 
 struct IteratorOptions {
+  // Epochs are numbered from 0 whatever `start` is: the iterator yields epochs start.epoch ..
+  // num_epochs - 1, so a resumed run passes the same num_epochs as the original one.
   std::int64_t num_epochs = 1;
   int num_workers = 1;       // background threads computing rows (0: on the caller's thread)
   int prefetch = 4;          // rows computed ahead of the consumer (>= 1)
@@ -162,11 +169,13 @@ class Iterator {
   Iterator(const Iterator&) = delete;
   Iterator& operator=(const Iterator&) = delete;
 
-  // The next row, or nullopt at the end of the last epoch.
+  // The next row, or nullopt at the end of the last epoch. A row whose computation threw is
+  // consumed by the next() that rethrows its error (a caller that catches may go on).
   std::optional<Row> next();
-  // The position of the row the next call of next() returns.
+  // The position of the row the next call of next() returns ({num_epochs, 0} at the end).
   Position position() const;
-  // Seconds next() spent blocked waiting for a row not ready yet (the data wait).
+  // Seconds next() spent blocked waiting for a row not ready yet (the data wait), measured
+  // with steady_clock. With num_workers 0 it is the time next() spent computing rows.
   double wait_seconds() const;
   std::int64_t rows_per_epoch() const;
 
