@@ -3,6 +3,8 @@
 // the tracer mapping nn::Parameters to graph weights. PyNative mode is simply the empty stack.
 #include "nn/cell.h"
 
+#include <algorithm>
+#include <cstring>
 #include <optional>
 #include <source_location>
 #include <unordered_map>
@@ -13,6 +15,8 @@
 #include "core/ir/error.h"
 #include "core/ir/verify.h"
 #include "core/passes/infer.h"
+#include "core/runtime/executable.h"
+#include "nn/context.h"
 #include "nn/initializer.h"
 #include "ops/op.h"
 
@@ -36,6 +40,20 @@ class TraceEmitter final : public ops::Emitter {
   ir::Node* node_of(const ops::Var& v) { return nodes_.node_of(v); }
   std::unordered_map<Parameter*, ir::Parameter*> weights;
   std::vector<Parameter*> weight_order;
+  std::vector<std::pair<Parameter*, ops::Var>> assigned;  // in order of the first assign
+
+  // p's graph weight, made on first use.
+  ir::Parameter* weight(Parameter& p) {
+    auto it = weights.find(&p);
+    if (it == weights.end()) {
+      ir::Parameter* w = graph()->add_parameter(
+          p.name, ir::Abstract::tensor(p.value.dtype(), p.value.shape()));
+      w->set_default(p.value);
+      it = weights.emplace(&p, w).first;
+      weight_order.push_back(&p);
+    }
+    return it->second;
+  }
 
  private:
   autodiff::GraphEmitter nodes_;  // node_of: Values become constants of the graph
@@ -233,6 +251,12 @@ ops::Var flatten(const ops::Var& x, SourceLocation loc) {
 
 ops::Var Cell::operator()(std::vector<ops::Var> inputs, SourceLocation loc) {
   ThreadState& s = state();
+  if (context_mode() == ExecMode::kGraph && s.scopes.empty() && s.emitters.empty() &&
+      std::all_of(inputs.begin(), inputs.end(), [](const ops::Var& v) {
+        return v.is_value() && v.value().is_tensor();
+      })) {
+    return call_compiled(inputs, loc);
+  }
   if (s.scopes.empty()) s.error_has_path = false;
   s.scopes.push_back(s.scopes.empty() || registered_name_.empty() ? cls_name_ : registered_name_);
   // This call's site becomes the current user call site (when it is user code), and the op site
@@ -288,7 +312,7 @@ void Cell::add_child(std::string name, std::shared_ptr<Cell> cell) {
     }
   }
   cell->registered_name_ = name;
-  cell->prefix_names(name);
+  if (auto_prefix_) cell->prefix_names(name);
   children_.emplace_back(std::move(name), std::move(cell));
 }
 
@@ -328,20 +352,134 @@ void Cell::set_train(bool mode) {
 ops::Var Cell::param(Parameter& p) {
   TraceEmitter* tracer = state().tracer;
   // An emitter pushed inside a trace (EmitterScope) sees plain values, like PyNative.
-  if (tracer == nullptr || &current_emitter() != tracer) return ops::Var(Value::tensor(p.value));
-  auto it = tracer->weights.find(&p);
-  if (it == tracer->weights.end()) {
-    ir::Parameter* w = tracer->graph()->add_parameter(
-        p.name, ir::Abstract::tensor(p.value.dtype(), p.value.shape()));
-    w->set_default(p.value);
-    it = tracer->weights.emplace(&p, w).first;
-    tracer->weight_order.push_back(&p);
+  if (tracer == nullptr || &current_emitter() != tracer) {
+    // A non-trainable Parameter may be assigned in place later in this call: a snapshot keeps
+    // the value read here, as in graph mode. Trainable ones are shared (no copy).
+    return ops::Var(Value::tensor(p.requires_grad ? p.value : p.value.clone()));
   }
-  return ops::Var(static_cast<ir::Node*>(it->second));
+  for (const auto& [q, v] : tracer->assigned) {
+    if (q == &p) return v;
+  }
+  return ops::Var(static_cast<ir::Node*>(tracer->weight(p)));
+}
+
+void Cell::assign(Parameter& p, const ops::Var& value) {
+  TraceEmitter* tracer = state().tracer;
+  const bool tracing = tracer != nullptr && &current_emitter() == tracer;
+  auto mismatch = [&](const std::string& got) {
+    return ValueError("Cell.assign: expected a value of " +
+                      std::string(dtype_name(p.value.dtype())) + " " +
+                      shape_to_string(p.value.shape()) + " for parameter '" + p.name + "', got " +
+                      got);
+  };
+  if (!tracing) {
+    if (!value.is_value() || !value.value().is_tensor()) throw mismatch("a non-tensor value");
+    const Tensor& v = value.value().as_tensor();
+    if (v.dtype() != p.value.dtype() || v.shape() != p.value.shape()) {
+      throw mismatch(std::string(dtype_name(v.dtype())) + " " + shape_to_string(v.shape()));
+    }
+    if (v.raw_data() != p.value.raw_data()) {
+      std::memcpy(p.value.raw_data(), v.raw_data(), v.nbytes());
+    }
+    return;
+  }
+  ir::AbstractPtr a = tracer->abstract_of(value);
+  if (!a || !a->is_tensor()) throw mismatch("a non-tensor value");
+  if (a->dtype() != p.value.dtype() || !a->has_rank() || a->shape() != p.value.shape()) {
+    throw mismatch(std::string(dtype_name(a->dtype())) + " " +
+                   (a->has_rank() ? shape_to_string(a->shape()) : std::string("(unknown rank)")));
+  }
+  tracer->weight(p);  // the graph reads the old value through its weight
+  for (auto& [q, v] : tracer->assigned) {
+    if (q == &p) {
+      v = value;
+      return;
+    }
+  }
+  tracer->assigned.emplace_back(&p, value);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Graph-mode root calls
+
+struct Cell::CompiledCall {
+  std::unique_ptr<ir::Module> module;
+  std::vector<Parameter*> weights, updates;
+  std::unique_ptr<runtime::Executable> exe;
+};
+
+namespace {
+
+// The number of tensor leaves of `a` (tuples flattened), or nullopt when some leaf is not a
+// tensor or is unknown.
+std::optional<std::size_t> tensor_leaves(const ir::AbstractPtr& a) {
+  if (!a) return std::nullopt;
+  if (a->is_tensor()) return 1;
+  if (!a->is_tuple()) return std::nullopt;
+  std::size_t n = 0;
+  for (const ir::AbstractPtr& e : a->elements()) {
+    std::optional<std::size_t> k = tensor_leaves(e);
+    if (!k) return std::nullopt;
+    n += *k;
+  }
+  return n;
+}
+
+}  // namespace
+
+ops::Var Cell::call_compiled(const std::vector<ops::Var>& inputs, SourceLocation loc) {
+  std::string key;
+  std::vector<ir::AbstractPtr> abstracts;
+  for (const ops::Var& v : inputs) {
+    const Tensor& t = v.value().as_tensor();
+    key += std::string(dtype_name(t.dtype())) + shape_to_string(t.shape()) + ";";
+    abstracts.push_back(ir::Abstract::tensor(t.dtype(), t.shape()));
+  }
+  key += training_ ? "train" : "eval";
+  auto it = compiled_.find(key);
+  if (it == compiled_.end()) {
+    auto c = std::make_shared<CompiledCall>();
+    Traced t = trace(*this, abstracts, cls_name_, loc);
+    std::vector<std::pair<std::size_t, std::size_t>> donate;
+    if (!t.updates.empty()) {
+      if (std::optional<std::size_t> leaves =
+              tensor_leaves(t.graph->output()->abstract()->elements()[0])) {
+        for (std::size_t i = 0; i < t.updates.size(); ++i) {
+          const auto w = std::find(t.weights.begin(), t.weights.end(), t.updates[i]);
+          donate.emplace_back(*leaves + i,
+                              inputs.size() + static_cast<std::size_t>(w - t.weights.begin()));
+        }
+      }
+    }
+    c->exe = runtime::compile(*t.graph, backend::cpu_backend(), {.donate = std::move(donate)});
+    c->weights = std::move(t.weights);
+    c->updates = std::move(t.updates);
+    c->module = std::move(t.module);
+    ++num_compilations_;
+    it = compiled_.emplace(key, std::move(c)).first;
+  }
+  CompiledCall& c = *it->second;
+  std::vector<Value> args;
+  for (const ops::Var& v : inputs) args.push_back(v.value());
+  for (Parameter* p : c.weights) args.push_back(Value::tensor(p->value));
+  Value out = c.exe->run(std::move(args));
+  if (c.updates.empty()) return ops::Var(std::move(out));
+  const auto& el = out.elements();
+  for (std::size_t i = 0; i < c.updates.size(); ++i) {
+    const Tensor& v = el[1 + i].as_tensor();
+    Tensor& dst = c.updates[i]->value;
+    if (v.raw_data() != dst.raw_data()) std::memcpy(dst.raw_data(), v.raw_data(), dst.nbytes());
+  }
+  return ops::Var(el[0]);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Tracing
+
+Traced::Traced() = default;
+Traced::~Traced() = default;
+Traced::Traced(Traced&&) noexcept = default;
+Traced& Traced::operator=(Traced&&) noexcept = default;
 
 Traced trace(Cell& cell, const std::vector<ir::AbstractPtr>& inputs, std::string name,
              SourceLocation loc) {
@@ -358,6 +496,14 @@ Traced trace(Cell& cell, const std::vector<ir::AbstractPtr>& inputs, std::string
   {
     StateGuard guard(&tracer);
     out = cell(std::move(args), loc);
+    if (!tracer.assigned.empty()) {
+      std::vector<ops::Var> elements{out};
+      for (const auto& [p, v] : tracer.assigned) {
+        elements.push_back(v);
+        t.updates.push_back(p);
+      }
+      out = tracer.make_tuple(elements);
+    }
   }
   t.graph->set_output(tracer.node_of(out));
   passes::infer_graph(t.graph);

@@ -14,14 +14,16 @@
 //   };
 //
 //   LeNet5 net;
-//   ops::Var y = net(ops::Var(Value::tensor(x)));                 // PyNative: y holds a Value
+//   ops::Var y = net(ops::Var(Value::tensor(x)));   // y holds a Value: compiled (graph mode,
+//                                                    // the default) or op by op (PyNative)
 //   nn::Traced t = nn::trace(net, {Abstract::tensor(kFloat32, {2, 1, 32, 32})}, "lenet");
 //   runtime::interpret(*t.graph, {Value::tensor(x)});             // graph mode, same numbers
 //
 // One construct, two modes: construct bodies call the free functions below (relu, matmul...),
 // which emit through current_emitter(). Outside trace() that is a process-wide EagerEmitter, so a
-// call computes at once; inside trace() it is a tracing emitter that appends inferred CNodes to
-// the graph, each with DebugInfo::scope = the Cell path and the op ("LeNet5/fc1/MatMul").
+// call computes at once (PyNative; in graph mode a root call traces first, see "Execution
+// mode"); inside trace() it is a tracing emitter that appends inferred CNodes to the graph, each
+// with DebugInfo::scope = the Cell path and the op ("LeNet5/fc1/MatMul").
 //
 // Parameters: a Cell owns its Parameters and child Cells. A Parameter's name is its full dotted
 // path ("fc1.weight"), updated when its Cell is registered into a parent. While tracing, param(p)
@@ -47,8 +49,38 @@
 //
 // Errors: a loom::Error thrown inside a Cell's construct gets " (in <Cell path>)" appended once,
 // by the innermost Cell ("Dense: expected ... (in LeNet5/fc1)").
+//
+// Execution mode (nn/context.h). In ExecMode::kPyNative every call runs construct eagerly, as
+// above. In ExecMode::kGraph (the default) a call of a ROOT Cell — no Cell is running on this
+// thread and no emitter is pushed (so not while tracing) — whose inputs all hold concrete tensors
+// is a compiled call: the first call per (input dtypes and shapes, training()) traces construct
+// (trace() below), compiles the graph with runtime::compile on the CPU backend and caches the
+// Executable in the Cell; every call then runs it with the current Parameter values as the
+// weight arguments and writes the assigned state back into the Parameters (donated: updated in
+// place when the runtime can, else copied; the same storage either way). num_compilations()
+// counts the compilations. Other calls (inner Cells, symbolic inputs, non-tensor inputs) run
+// construct directly on the current emitter.
+//
+// State updates (MindSpore's Assign): Cell::assign(p, value) sets Parameter p (normally one with
+// requires_grad == false, e.g. BatchNorm2d's moving statistics or Dropout's key) to `value`,
+// whose dtype and shape must equal p.value's (else ValueError naming the parameter).
+//   - PyNative: the value is copied into p.value's storage at once (in place; the Tensor handle
+//     and its data pointer stay the same). So that a value read before the assign keeps the old
+//     value, as in graph mode, PyNative param(p) returns a copy of a non-trainable Parameter
+//     (requires_grad == false) and shares the storage of a trainable one.
+//   - While tracing: the assignment is recorded (p becomes a graph weight if it was not one);
+//     a later param(p) in the same trace returns the assigned value, so a Cell used twice in one
+//     construct sees its own update. A second assign of p replaces the recorded value.
+//     trace() lists the assigned Parameters in Traced::updates, in order of their first assign,
+//     and then the traced graph's output is
+//         MakeTuple(construct's output, new value of updates[0], new value of updates[1], ...)
+//     (without assignments the output is construct's output itself, as before). Nothing is
+//     written into the Parameters by tracing; whoever runs the graph writes the new values back
+//     (the compiled root call above; TrainOneStepCell, which differentiates element 0 only).
 #pragma once
 
+#include <cstddef>
+#include <map>
 #include <memory>
 #include <source_location>
 #include <string>
@@ -124,7 +156,11 @@ struct Parameter {
 class Cell {
  public:
   // cls_name names the Cell in scopes and error paths when it is the outermost one.
-  explicit Cell(std::string cls_name = "Cell") : cls_name_(std::move(cls_name)) {}
+  // auto_prefix (MindSpore's argument): whether registering a child prefixes the child's
+  // parameter names with the child's name. Wrappers (WithLossCell) pass false, so the wrapped
+  // network keeps its names ("conv1.weight", not "_backbone.conv1.weight").
+  explicit Cell(std::string cls_name = "Cell", bool auto_prefix = true)
+      : cls_name_(std::move(cls_name)), auto_prefix_(auto_prefix) {}
   virtual ~Cell() = default;
   Cell(const Cell&) = delete;
   Cell& operator=(const Cell&) = delete;
@@ -162,10 +198,22 @@ class Cell {
 
   const std::string& cls_name() const { return cls_name_; }
 
-  // The Var standing for p: its value (PyNative) or its graph weight (while tracing).
+  // The Var standing for p: its value (PyNative; a copy when !p.requires_grad, see "State
+  // updates"), its graph weight or, after assign(p, v) in the same trace, v (while tracing).
   ops::Var param(Parameter& p);
 
+  // Sets p to `value` (see "State updates" above). Throws ValueError ("Cell.assign: expected a
+  // value of Float32 (4) for parameter 'bn.moving_mean', got Float32 (3)") on a dtype or shape
+  // mismatch, or when value is not a tensor.
+  void assign(Parameter& p, const ops::Var& value);
+
+  // Compilations made by graph-mode root calls of this Cell (one per input signature and
+  // training flag; see "Execution mode" above).
+  std::size_t num_compilations() const { return num_compilations_; }
+
  private:
+  struct CompiledCall;
+  ops::Var call_compiled(const std::vector<ops::Var>& inputs, SourceLocation loc);
   void add_child(std::string name, std::shared_ptr<Cell> cell);
   void prefix_names(const std::string& prefix);
 
@@ -174,14 +222,27 @@ class Cell {
   std::vector<std::unique_ptr<Parameter>> params_;
   std::vector<std::pair<std::string, std::shared_ptr<Cell>>> children_;
   bool training_ = false;
+  bool auto_prefix_ = true;
+  std::map<std::string, std::shared_ptr<CompiledCall>> compiled_;  // graph-mode root calls
+  std::size_t num_compilations_ = 0;
 };
 
 // A Cell traced into a graph: the inputs are its first parameters ("x0", "x1"...), followed by
-// the weights in first-use order (each with its Parameter's value as default).
+// the weights in first-use order (each with its Parameter's value as default; an assigned
+// Parameter is always among them).
+// Without updates the graph's output is construct's output; with updates it is
+// MakeTuple(construct's output, new value of updates[0], ...) (see "State updates" above).
 struct Traced {
+  // Out of line, so that users of Traced need not see ir::Module's definition.
+  Traced();
+  ~Traced();
+  Traced(Traced&&) noexcept;
+  Traced& operator=(Traced&&) noexcept;
+
   std::unique_ptr<ir::Module> module;
   ir::FuncGraph* graph = nullptr;  // the module's entry
   std::vector<Parameter*> weights;  // weights[i] is graph->parameter(num_inputs + i)
+  std::vector<Parameter*> updates;  // the assigned Parameters, in order of their first assign
 };
 
 // Runs cell's construct on graph parameters with the `inputs` abstracts; the result is inferred

@@ -134,6 +134,20 @@ Tensor Constant::init(const Shape& shape, DType dtype, RandomStream& stream) con
   return t;
 }
 
+Tensor RandomKey::init(const Shape& shape, DType dtype, RandomStream& stream) const {
+  if (dtype != DType::kInt64) {
+    throw ValueError("RandomKey: expected dtype Int64, got " + std::string(dtype_name(dtype)));
+  }
+  Tensor t(DType::kInt64, shape);
+  const std::vector<std::uint32_t> w = stream.words(2 * t.numel());
+  auto* out = t.data<std::int64_t>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    out[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(w[2 * i]) |
+                                       (static_cast<std::uint64_t>(w[2 * i + 1]) << 32));
+  }
+  return t;
+}
+
 std::unique_ptr<Initializer> make_initializer(std::string_view name_or_spec) {
   const std::string n = lower(name_or_spec);
   if (n == "normal") return std::make_unique<Normal>();

@@ -149,6 +149,15 @@ class One : public Constant {
   std::string name() const override { return "ones"; }
 };
 
+// A random key for a stateful random op (Dropout's `key`): an Int64 tensor of `shape` whose
+// element i is w[2i] | w[2i+1] << 32 from the stream's 32-bit words w (2 × numel words). Only
+// DType::kInt64 is accepted (ValueError otherwise).
+class RandomKey : public Initializer {
+ public:
+  Tensor init(const Shape& shape, DType dtype, RandomStream& stream) const override;
+  std::string name() const override { return "random_key"; }
+};
+
 // An initializer with its defaults, by MindSpore's alias (case-insensitive): "normal",
 // "truncatednormal" (or "truncated_normal"), "uniform", "he_uniform", "he_normal",
 // "xavier_uniform", "zeros" / "zero", "ones" / "one". A number ("0.5") is Constant(0.5), as

@@ -183,6 +183,8 @@ Dropout::Dropout(double p) : Cell("Dropout"), keep_prob_(1.0 - p) {
   if (!(p >= 0.0 && p < 1.0)) {
     throw ValueError("Dropout: expected p in [0, 1), got " + ir::format_f64(p));
   }
+  key_ = &register_parameter("key", {2}, DType::kInt64, std::make_shared<RandomKey>());
+  key_->requires_grad = false;
 }
 
 std::shared_ptr<Dropout> Dropout::with_keep_prob(double keep_prob) {
@@ -197,21 +199,96 @@ std::shared_ptr<Dropout> Dropout::with_keep_prob(double keep_prob) {
 ops::Var Dropout::construct(const std::vector<ops::Var>& inputs) {
   const ops::Var& x = single_input(*this, inputs);
   if (!training() || keep_prob_ >= 1.0) return x;
-  const std::string path = current_cell_path();
-  if (!stream_ || stream_->seed() != backend::global_seed() || stream_path_ != path) {
-    stream_ = std::make_unique<backend::RandomStream>("Dropout:" + path);
-    stream_path_ = path;
-  }
-  const std::vector<std::uint32_t> w = stream_->words(4);
-  auto word64 = [&](std::size_t i) {
-    return static_cast<std::int64_t>(static_cast<std::uint64_t>(w[2 * i]) |
-                                     (static_cast<std::uint64_t>(w[2 * i + 1]) << 32));
-  };
-  Tensor key = Tensor::from_vector<std::int64_t>({2}, {word64(0), word64(1)});
   ops::Emitter& e = current_emitter();
-  ops::Var out = e.emit("Dropout", {x, e.constant(ir::Value::tensor(std::move(key)))},
+  const ops::Var key = param(*key_);
+  ops::Var out = e.emit("Dropout", {x, key},
                         {{"keep_prob", ir::Value::f32(static_cast<float>(keep_prob_))}});
+  // The next call's key: the Philox counter's upper word + 1 (a fresh block of the sequence).
+  const Tensor one = Tensor::from_vector<std::int64_t>({2}, {0, 1});
+  assign(*key_, e.add(key, e.constant(ir::Value::tensor(one))));
   return e.tuple_get(out, 0);
+}
+
+ops::Var ReLU6::construct(const std::vector<ops::Var>& inputs) {
+  return current_emitter().emit("ReLU6", {single_input(*this, inputs)});
+}
+
+BatchNorm2d::BatchNorm2d(std::int64_t num_features, double eps, double momentum, bool affine,
+                         const std::string& gamma_init, const std::string& beta_init,
+                         const std::string& moving_mean_init, const std::string& moving_var_init,
+                         std::optional<bool> use_batch_statistics)
+    : Cell("BatchNorm2d"),
+      num_features_(num_features),
+      eps_(eps),
+      momentum_(momentum),
+      use_batch_statistics_(use_batch_statistics) {
+  if (num_features <= 0) {
+    throw ValueError("BatchNorm2d: expected a positive num_features, got " +
+                     std::to_string(num_features));
+  }
+  if (!(momentum >= 0.0 && momentum <= 1.0)) {
+    throw ValueError("BatchNorm2d: expected momentum in [0, 1], got " + ir::format_f64(momentum));
+  }
+  if (!(eps > 0.0)) {
+    throw ValueError("BatchNorm2d: expected eps > 0, got " + ir::format_f64(eps));
+  }
+  auto reg = [&](const char* name, const std::string& init, bool trainable) {
+    Parameter& p = register_parameter(name, {num_features}, DType::kFloat32,
+                                      std::shared_ptr<const Initializer>(make_initializer(init)));
+    p.requires_grad = trainable;
+    return &p;
+  };
+  gamma_ = reg("gamma", gamma_init, affine);
+  beta_ = reg("beta", beta_init, affine);
+  moving_mean_ = reg("moving_mean", moving_mean_init, false);
+  moving_variance_ = reg("moving_variance", moving_var_init, false);
+}
+
+ops::Var BatchNorm2d::construct(const std::vector<ops::Var>& inputs) {
+  const ops::Var& x = single_input(*this, inputs);
+  ops::Emitter& e = current_emitter();
+  ir::AbstractPtr a = e.abstract_of(x);
+  if (a && a->is_tensor() && a->has_rank()) {
+    const Shape& s = a->shape();
+    if (s.size() != 4) {
+      throw ShapeError("BatchNorm2d: expected x of rank 4 (N, C, H, W), got x of shape " +
+                       shape_to_string(s));
+    }
+    if (s[1] != ir::kUnknownDim && s[1] != num_features_) {
+      throw ShapeError("BatchNorm2d: expected input channels " + std::to_string(num_features_) +
+                       ", got x of shape " + shape_to_string(s));
+    }
+  }
+  const bool batch_stats = use_batch_statistics_.value_or(training());
+  const ops::Var out = e.emit(
+      "BatchNorm",
+      {x, param(*gamma_), param(*beta_), param(*moving_mean_), param(*moving_variance_)},
+      {{"is_training", ir::Value::boolean(batch_stats)},
+       {"epsilon", ir::Value::f32(static_cast<float>(eps_))},
+       {"momentum", ir::Value::f32(static_cast<float>(1.0 - momentum_))}});
+  if (batch_stats) {
+    assign(*moving_mean_, e.tuple_get(out, 1));
+    assign(*moving_variance_, e.tuple_get(out, 2));
+  }
+  return e.tuple_get(out, 0);
+}
+
+CellList& CellList::append(std::shared_ptr<Cell> cell) {
+  cells_.push_back(&register_cell(std::to_string(cells_.size()), std::move(cell)));
+  return *this;
+}
+
+Cell& CellList::operator[](std::size_t i) const {
+  if (i >= cells_.size()) {
+    throw ValueError("CellList: expected an index below " + std::to_string(cells_.size()) +
+                     ", got " + std::to_string(i));
+  }
+  return *cells_[i];
+}
+
+ops::Var CellList::construct(const std::vector<ops::Var>&) {
+  throw TypeError(
+      "CellList: a CellList is a container and cannot be called; call its cells instead");
 }
 
 }  // namespace loom::nn

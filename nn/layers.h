@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -175,19 +176,16 @@ class Identity : public Cell {
 // MindSpore's deprecated keep_prob argument is Dropout::with_keep_prob). The identity when
 // !training(); in training it returns x * mask / keep_prob (the Dropout op's first output).
 //
-// Each training call draws a fresh key, an Int64 (2) tensor made of four words of a
-// RandomStream named "Dropout:" + the Cell path at call time (current_cell_path(), e.g.
-// "Net/drop"): key[i] = w[2i] | w[2i+1] << 32. The stream is made at the first training call,
-// keyed by global_seed() then, and made again (position 0) whenever global_seed() or the path
-// has changed since; so after seed_all(s) a fresh network gives the same masks, call after call,
-// as any other fresh network built and called the same way. reset_stream() forgets the stream,
-// so that the next call starts again from position 0 of the seed then in force.
-//
-// Known limit: while tracing, the key drawn for the trace is a constant of the traced graph, so
-// a traced graph is a trace of one step's mask: running it again gives the same mask every
-// time (and the constant-folding pass leaves Dropout alone, but the mask is still fixed).
-// MindSpore's graph mode instead keeps the random state inside the Dropout kernel and draws a
-// new mask each step. Trace again (or feed the key as an input) for a new mask.
+// The random state is step state: a non-trainable Int64 (2) Parameter `key` ("drop.key" in a
+// parent), drawn by RandomKey (nn/initializer.h) from RandomStream(its full name) — so, like the
+// weights, it depends only on the seed in force and the final name, and is drawn again when the
+// Dropout is registered into a parent. Each training call emits Dropout(x, key) and then
+// assign(key, key + [0, 1]) (Cell::assign): the op uses key[0] as the Philox key and key[1] as
+// the upper word of its counter, so every call draws a fresh mask from a block of the Philox
+// sequence no other call uses. Traced, the key is a graph weight and the increment a state
+// update, so a compiled step (a graph-mode root call or TrainOneStepCell) draws a new mask every
+// step, and PyNative and graph mode draw the same masks step after step from the same key.
+// Setting key's value (or loading a checkpoint) restarts the sequence there.
 class Dropout : public Cell {
  public:
   // p in [0, 1); throws ValueError otherwise ("Dropout: expected p in [0, 1), got 1").
@@ -198,12 +196,81 @@ class Dropout : public Cell {
 
   double p() const { return 1.0 - keep_prob_; }
   double keep_prob() const { return keep_prob_; }
-  void reset_stream() { stream_.reset(); }
+  Parameter& key() { return *key_; }
 
  private:
   double keep_prob_;
-  std::string stream_path_;
-  std::unique_ptr<backend::RandomStream> stream_;
+  Parameter* key_;
+};
+
+// min(max(x, 0), 6) (the ReLU6 op).
+class ReLU6 : public Cell {
+ public:
+  ReLU6() : Cell("ReLU6") {}
+  ops::Var construct(const std::vector<ops::Var>& inputs) override;
+};
+
+// MindSpore's nn.BatchNorm2d(num_features, eps=1e-5, momentum=0.9, affine=True,
+// gamma_init='ones', beta_init='zeros', moving_mean_init='zeros', moving_var_init='ones',
+// use_batch_statistics=None) on x (N, num_features, H, W). Parameters, in this order: gamma and
+// beta (trainable; requires_grad = false when !affine, as MindSpore), moving_mean and
+// moving_variance (requires_grad = false), all Float32 (num_features), initialized by name
+// (make_initializer: "ones", "zeros", "normal", a number...).
+//
+// Batch statistics are used when use_batch_statistics is true, or when it is unset and the
+// Cell is training; then y = (x - μ) / sqrt(σ² + eps) · gamma + beta with the batch mean μ and
+// the biased variance σ², and the moving statistics are updated with Cell::assign:
+//     moving_mean     = momentum · moving_mean     + (1 - momentum) · μ
+//     moving_variance = momentum · moving_variance + (1 - momentum) · σ²·M/(M-1)
+// (M = N·H·W). The BatchNorm op (ops/norm_loss_ops.cc) feeds the UNBIASED batch variance to the
+// moving average, as MindSpore's GPU and Ascend kernels (cuDNN) and PyTorch do; MindSpore's CPU
+// kernel uses the biased one. The op's momentum is the weight of the new statistic, so this Cell
+// passes 1 - momentum; PyTorch's BatchNorm2d(momentum = 1 - momentum) is the same layer.
+// Otherwise (eval, or use_batch_statistics false) the moving statistics normalize and nothing
+// is assigned. Throws ShapeError at call / trace time unless x has rank 4 and num_features
+// channels ("BatchNorm2d: expected x of rank 4 (N, C, H, W), got x of shape (2, 3)", "...
+// expected input channels 3, got x of shape (1, 1, 8, 8)", with the Cell path appended).
+class BatchNorm2d : public Cell {
+ public:
+  explicit BatchNorm2d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.9,
+                       bool affine = true, const std::string& gamma_init = "ones",
+                       const std::string& beta_init = "zeros",
+                       const std::string& moving_mean_init = "zeros",
+                       const std::string& moving_var_init = "ones",
+                       std::optional<bool> use_batch_statistics = std::nullopt);
+  ops::Var construct(const std::vector<ops::Var>& inputs) override;
+
+  Parameter& gamma() { return *gamma_; }
+  Parameter& beta() { return *beta_; }
+  Parameter& moving_mean() { return *moving_mean_; }
+  Parameter& moving_variance() { return *moving_variance_; }
+
+ private:
+  std::int64_t num_features_;
+  double eps_, momentum_;
+  std::optional<bool> use_batch_statistics_;
+  Parameter *gamma_, *beta_, *moving_mean_, *moving_variance_;
+};
+
+// MindSpore's nn.CellList: a list of Cells registered as "0", "1"... (so "0.weight"). It is a
+// container, not a network: calling it (its construct) throws TypeError; call its cells.
+//
+//   CellList layers;
+//   layers.append(std::make_shared<Dense>(4, 4)).append(std::make_shared<ReLU>());
+//   for (Cell* c : layers) x = (*c)(x);
+class CellList : public Cell {
+ public:
+  CellList() : Cell("CellList") {}
+  CellList& append(std::shared_ptr<Cell> cell);
+  std::size_t size() const { return cells_.size(); }
+  // Throws ValueError for i >= size().
+  Cell& operator[](std::size_t i) const;
+  std::vector<Cell*>::const_iterator begin() const { return cells_.begin(); }
+  std::vector<Cell*>::const_iterator end() const { return cells_.end(); }
+  ops::Var construct(const std::vector<ops::Var>& inputs) override;
+
+ private:
+  std::vector<Cell*> cells_;
 };
 
 }  // namespace loom::nn

@@ -2,6 +2,8 @@
 // compiled step graph per input signature).
 #include "nn/train.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -22,7 +24,7 @@ using ir::Abstract;
 using ir::Value;
 
 WithLossCell::WithLossCell(std::shared_ptr<Cell> backbone, std::shared_ptr<Cell> loss_fn)
-    : Cell("WithLossCell") {
+    : Cell("WithLossCell", /*auto_prefix=*/false) {
   if (!backbone || !loss_fn) {
     throw ValueError("WithLossCell: expected a backbone and a loss cell, got null");
   }
@@ -50,8 +52,8 @@ struct TrainOneStepCell::Compiled {
 };
 
 TrainOneStepCell::TrainOneStepCell(std::shared_ptr<Cell> net_with_loss, OptimizerSpec opt,
-                                   ExecMode mode)
-    : net_(std::move(net_with_loss)), opt_(opt), mode_(mode) {
+                                   std::optional<ExecMode> mode)
+    : net_(std::move(net_with_loss)), opt_(opt), mode_(mode.value_or(context_mode())) {
   if (!net_) throw ValueError("TrainOneStepCell: expected a network, got null");
   auto check = [](const char* what, double v, bool ok) {
     if (!ok) {
@@ -87,10 +89,12 @@ std::string signature(const Tensor& t) {
 
 TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
                                                            const Tensor& label) {
-  const std::string key = signature(data) + ";" + signature(label);
+  const std::string key = signature(data) + ";" + signature(label) +
+                          (net_->training() ? ";train" : ";eval");
   auto found = cache_.find(key);
   if (found != cache_.end()) return *found->second;
 
+  const auto start = std::chrono::steady_clock::now();
   auto c = std::make_unique<Compiled>();
   Traced t = trace(*net_,
                    {Abstract::tensor(data.dtype(), data.shape()),
@@ -105,8 +109,17 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
   if (trainable.empty()) {
     throw ValueError("TrainOneStepCell: expected at least one trainable parameter, got none");
   }
-  ir::FuncGraph* g = autodiff::grad(
-      fwd, {.weights = trainable, .get_by_list = true, .return_value = true});
+  for (Parameter* p : t.updates) {
+    if (p->requires_grad) {
+      throw ValueError("TrainOneStepCell: expected assigned parameters to be non-trainable, got '" +
+                       p->name + "' (requires_grad and assigned)");
+    }
+  }
+  const bool has_updates = !t.updates.empty();
+  ir::FuncGraph* g = autodiff::grad(fwd, {.weights = trainable,
+                                          .get_by_list = true,
+                                          .sens_param = has_updates,
+                                          .return_value = true});
   passes::infer_graph(g);
 
   // The step graph: (data, label, weights..., states..., [beta1_power, beta2_power]).
@@ -156,11 +169,26 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
     beta2_power = step->add_parameter("beta2_power", Abstract::tensor(pow_dtype, {}));
   }
 
-  ir::CNode* call = step->add_call(g, call_args);
-  call->set_abstract(g->output()->abstract());
   autodiff::GraphEmitter e(step);
+  std::vector<ir::Node*> grad_args = call_args;
+  if (has_updates) {
+    // The sensitivity (ones_like(loss), zeros_like(new value)...), as constants.
+    const auto& outs = fwd->output()->abstract()->elements();
+    std::vector<ops::Var> sens;
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      Tensor s(outs[i]->dtype(), outs[i]->shape());  // zeros
+      if (i == 0) {
+        for (std::int64_t j = 0; j < s.numel(); ++j) s.set(j, 1.0);
+      }
+      sens.push_back(e.constant(Value::tensor(std::move(s))));
+    }
+    grad_args.push_back(e.node_of(e.make_tuple(sens)));
+  }
+  ir::CNode* call = step->add_call(g, grad_args);
+  call->set_abstract(g->output()->abstract());
   const ops::Var result(static_cast<ir::Node*>(call));
-  const ops::Var loss = e.tuple_get(result, 0);
+  const ops::Var fwd_out = e.tuple_get(result, 0);
+  const ops::Var loss = has_updates ? e.tuple_get(fwd_out, 0) : fwd_out;
   const ops::Var grads = e.tuple_get(result, 1);
 
   std::vector<ops::Var> new_weights, new_states;
@@ -207,9 +235,19 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
       state_param_index.push_back(2 + t.weights.size() + k * prefixes.size() + j);
     }
   }
+  std::vector<ops::Var> new_values;
+  std::vector<Tensor*> value_targets;
+  std::vector<std::size_t> value_param_index;
+  for (std::size_t i = 0; i < t.updates.size(); ++i) {
+    new_values.push_back(e.tuple_get(fwd_out, static_cast<std::int64_t>(1 + i)));
+    value_targets.push_back(&t.updates[i]->value);
+    const auto w = std::find(t.weights.begin(), t.weights.end(), t.updates[i]);
+    value_param_index.push_back(2 + static_cast<std::size_t>(w - t.weights.begin()));
+  }
   std::vector<ops::Var> outs{loss};
   outs.insert(outs.end(), new_weights.begin(), new_weights.end());
   outs.insert(outs.end(), new_states.begin(), new_states.end());
+  outs.insert(outs.end(), new_values.begin(), new_values.end());
   step->set_output(e.node_of(e.make_tuple(outs)));
   m.set_entry(step);
   passes::infer_graph(step);
@@ -231,6 +269,10 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
     c->updated.push_back(state_targets[i]);
     donate.emplace_back(leaf, state_param_index[i]);
   }
+  for (std::size_t i = 0; i < value_targets.size(); ++i, ++leaf) {
+    c->updated.push_back(value_targets[i]);
+    donate.emplace_back(leaf, value_param_index[i]);
+  }
   for (const Slot& s : slots) {
     for (ir::Parameter* sp : s.states) c->state_names.push_back(sp->name());
   }
@@ -240,6 +282,8 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
     ++num_compilations_;
   }
   c->module = std::move(t.module);
+  compile_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return *cache_.emplace(key, std::move(c)).first->second;
 }
 

@@ -5,37 +5,53 @@
 //   TrainOneStepCell train(with_loss, {.kind = OptimizerKind::kMomentum, .learning_rate = 0.1});
 //   for (...) Tensor loss = train.step(x, y);   // updates net's Parameters in place
 //
-// TrainOneStepCell::step, graph mode (ExecMode::kGraph, the default): on the first call with a
-// new input signature (dtypes and shapes of data and label) it traces net_with_loss, builds ONE
-// step graph in the traced module —
+// TrainOneStepCell::step, graph mode (ExecMode::kGraph): on the first call with a new input
+// signature (dtypes and shapes of data and label) and training flag of the network it traces
+// net_with_loss, builds ONE step graph in the traced module —
 //     (data, label, weights..., states..., [beta1_power, beta2_power])
-//       → MakeTuple(loss, new weights..., new states...)
+//       → MakeTuple(loss, new weights..., new states..., new assigned values...)
 // calling autodiff::grad(forward, {get_by_list, return_value}) and then the optimizer update per
 // trainable weight (optim::momentum_update; Adam emits the same ApplyAdam node as
 // optim::adam_update, but with beta1^t / beta2^t as rank-0 graph inputs computed on the host each
 // step, so one compilation serves every step) — runs "inline,simplify,dce" and compiles it with
 // runtime::compile, donating each new weight / state output to its input parameter: the Cells'
 // Parameter tensors and the optimizer states are updated in place (same storage). Later calls
-// with the same signature reuse the Executable (num_compilations()).
+// with the same signature and training flag reuse the Executable (num_compilations();
+// compile_seconds() is the time spent tracing, differentiating, running the passes and
+// compiling, summed).
 //
-// ExecMode::kPyNative (chosen per TrainOneStepCell in the constructor; there is no global mode)
-// builds the same step graph but runs it with runtime::interpret each step, then copies the new
-// values into the same Parameter / state tensors. It is the simple reference path, not an eager
+// State updates (Cell::assign, e.g. BatchNorm2d's moving statistics, Dropout's key): the traced
+// forward then returns MakeTuple(loss, new values...) (nn/cell.h). The step differentiates the
+// loss only: grad runs with sens_param and the sensitivity MakeTuple(ones_like(loss),
+// zeros_like(new value)...) built as constants; the zero sensitivities contribute zero, so the
+// gradients are exactly those of the loss. (This keeps one forward: differentiating a wrapper
+// that returns the loss alone would need the forward again for the new values.) The new values
+// are outputs of the step, donated to their Parameters like the weights, so the moving
+// statistics and Dropout keys advance in place once per step. A Parameter both trainable and
+// assigned is a ValueError.
+//
+// The mode is chosen in the constructor, by default the global context_mode() (nn/context.h) at
+// construction. ExecMode::kPyNative builds the same step graph but runs it with
+// runtime::interpret each step, then copies the new values into the same Parameter / state
+// tensors. It is the simple reference path, not an eager
 // op-by-op execution of the forward.
 //
 // Optimizer states are zero tensors created on first use and kept here, named as in MindSpore:
 // "moments.<param name>" (Momentum), "moment1.<name>" / "moment2.<name>" (Adam). Parameters with
-// requires_grad == false are inputs of the graph but get no gradient and no update.
+// requires_grad == false are inputs of the graph but get no gradient and no optimizer update
+// (only their assigned values, above).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/ir/tensor.h"
 #include "nn/cell.h"
+#include "nn/context.h"
 
 namespace loom::runtime {
 class Executable;
@@ -44,7 +60,9 @@ class Executable;
 namespace loom::nn {
 
 // construct(data, label) = loss_fn(backbone(data), label). The children are registered as
-// "_backbone" and "_loss_fn" (so parameter names gain the "_backbone." prefix).
+// "_backbone" and "_loss_fn" without prefixing their parameter names (auto_prefix = false, as in
+// MindSpore): the backbone's names stay "conv1.weight", and so do checkpoints and optimizer
+// states ("moments.conv1.weight").
 class WithLossCell : public Cell {
  public:
   WithLossCell(std::shared_ptr<Cell> backbone, std::shared_ptr<Cell> loss_fn);
@@ -69,12 +87,10 @@ struct OptimizerSpec {
   double weight_decay = 0.0;
 };
 
-enum class ExecMode { kGraph, kPyNative };
-
 class TrainOneStepCell {
  public:
   TrainOneStepCell(std::shared_ptr<Cell> net_with_loss, OptimizerSpec opt,
-                   ExecMode mode = ExecMode::kGraph);
+                   std::optional<ExecMode> mode = std::nullopt);  // nullopt: context_mode()
   ~TrainOneStepCell();
   TrainOneStepCell(const TrainOneStepCell&) = delete;
   TrainOneStepCell& operator=(const TrainOneStepCell&) = delete;
@@ -83,6 +99,9 @@ class TrainOneStepCell {
   Tensor step(const Tensor& data, const Tensor& label);
 
   std::size_t num_compilations() const { return num_compilations_; }  // graph mode
+  // Seconds spent building step graphs (trace, grad, passes, compile), summed over them.
+  double compile_seconds() const { return compile_seconds_; }
+  ExecMode mode() const { return mode_; }
   std::int64_t num_steps() const { return steps_; }
   // The optimizer states by name ("moments.fc.weight"); null when not created yet.
   const Tensor* state(const std::string& name) const;
@@ -100,6 +119,7 @@ class TrainOneStepCell {
   std::map<std::string, std::unique_ptr<Compiled>> cache_;  // per input signature
   std::map<std::string, Tensor> states_;
   std::size_t num_compilations_ = 0;
+  double compile_seconds_ = 0;
   std::int64_t steps_ = 0;
   const runtime::Executable* last_ = nullptr;
 };

@@ -2,6 +2,7 @@
 // construct in PyNative, interpreted and compiled graph modes, seeded initialization, node
 // scopes, the Cell path in trace errors, and weight gradients of the traced graph.
 #include "nn/cell.h"
+#include "nn/context.h"
 
 #include <gtest/gtest.h>
 
@@ -116,7 +117,11 @@ TEST(Cell, PyNativeInterpretedAndCompiledAgree) {
   LeNet5 net;
   const Tensor x = random_input(DType::kFloat32, {2, 1, 32, 32});
 
-  ops::Var eager = net(ops::Var(Value::tensor(x)));
+  ops::Var eager;
+  {
+    ModeScope pynative(ExecMode::kPyNative);
+    eager = net(ops::Var(Value::tensor(x)));
+  }
   ASSERT_TRUE(eager.is_value());
   const Tensor y_eager = eager.value().as_tensor();
   EXPECT_EQ(y_eager.shape(), (Shape{2, 10}));
@@ -135,6 +140,11 @@ TEST(Cell, PyNativeInterpretedAndCompiledAgree) {
   const Tensor y_compiled = exe->run({Value::tensor(x)}).as_tensor();
   expect_close(y_interp, y_eager, 1e-6);
   expect_close(y_compiled, y_eager, 1e-6);
+  // Graph mode (the default): the root call compiles and runs the same graph.
+  EXPECT_EQ(context_mode(), ExecMode::kGraph);
+  const Tensor y_graph = net(ops::Var(Value::tensor(x))).value().as_tensor();
+  EXPECT_EQ(net.num_compilations(), 1u);
+  expect_close(y_graph, y_eager, 1e-6);
 }
 
 TEST(Cell, SeedAllMakesInitialWeightsReproducible) {
@@ -187,11 +197,14 @@ TEST(Cell, WrongInputSizeNamesTheCellPath) {
   } catch (const ShapeError& e) {
     EXPECT_EQ(std::string(e.what()), expected);
   }
-  try {
-    net(ops::Var(Value::tensor(random_input(DType::kFloat32, {2, 1, 28, 28}))));
-    FAIL() << "expected a ShapeError";
-  } catch (const ShapeError& e) {
-    EXPECT_EQ(std::string(e.what()), expected);
+  for (ExecMode mode : {ExecMode::kPyNative, ExecMode::kGraph}) {
+    ModeScope scope(mode);
+    try {
+      net(ops::Var(Value::tensor(random_input(DType::kFloat32, {2, 1, 28, 28}))));
+      FAIL() << "expected a ShapeError";
+    } catch (const ShapeError& e) {
+      EXPECT_EQ(std::string(e.what()), expected);
+    }
   }
   // The error state does not leak into the next call.
   EXPECT_NO_THROW(trace(net, {Abstract::tensor(DType::kFloat32, {2, 1, 32, 32})}, "ok"));

@@ -1,7 +1,8 @@
 // nn/layers.h (AvgPool2d, Sigmoid, Tanh, GELU, Softmax, Identity, Dropout) and nn/loss.h
 // (SoftmaxCrossEntropyWithLogits, MSELoss, L1Loss): PyNative and traced-then-interpreted results
-// agree, the losses give hand-computed values, Dropout is the identity in eval mode and
-// reproducible under seed_all, and a wrong reduction name is a ValueError.
+// agree, the losses give hand-computed values, Dropout is the identity in eval mode,
+// reproducible under seed_all and keeps its key as a Parameter advanced by each training call,
+// and a wrong reduction name is a ValueError.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "core/ir/error.h"
 #include "core/runtime/interpreter.h"
 #include "nn/cell.h"
+#include "nn/context.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 
@@ -45,7 +47,11 @@ Tensor eager_and_traced(Cell& cell, const std::vector<Tensor>& args) {
     abstracts.push_back(Abstract::tensor(t.dtype(), t.shape()));
     values.push_back(Value::tensor(t));
   }
-  ops::Var eager = cell(vars);
+  ops::Var eager;
+  {
+    ModeScope pynative(ExecMode::kPyNative);
+    eager = cell(vars);
+  }
   EXPECT_TRUE(eager.is_value());
   const Tensor y_eager = eager.value().as_tensor();
   Traced t = trace(cell, abstracts, "net");
@@ -158,7 +164,7 @@ TEST(Layers, DropoutArguments) {
   expect_close(none(ops::Var(Value::tensor(x))).value().as_tensor(), x, 0);
 }
 
-// A network with two Dropouts, so that their streams are told apart by their paths.
+// A network with two Dropouts, so that their keys are told apart by their names.
 class TwoDropouts : public Cell {
  public:
   TwoDropouts() : Cell("TwoDropouts") {
@@ -175,73 +181,109 @@ std::vector<double> dropout_output(Cell& cell, const Tensor& x) {
   return cell(ops::Var(Value::tensor(x))).value().as_tensor().to_doubles();
 }
 
+std::vector<std::int64_t> ints(const Tensor& t) {
+  const std::int64_t* p = t.data<std::int64_t>();
+  return std::vector<std::int64_t>(p, p + t.numel());
+}
+
 TEST(Layers, DropoutIsReproducibleUnderSeedAll) {
   const Tensor x = Tensor::from_doubles(DType::kFloat32, {64, 64},
                                         std::vector<double>(64 * 64, 1.0));
-  auto two_steps = [&](std::uint64_t seed) {
-    backend::seed_all(seed);
-    Dropout drop(0.25);
-    drop.set_train(true);
-    std::vector<double> first = dropout_output(drop, x);
-    std::vector<double> second = dropout_output(drop, x);
-    return std::make_pair(first, second);
-  };
-  const auto a = two_steps(7), b = two_steps(7), c = two_steps(8);
-  backend::seed_all(0);
-  EXPECT_EQ(a.first, b.first);    // same seed, same masks
-  EXPECT_EQ(a.second, b.second);
-  EXPECT_NE(a.first, a.second);   // a fresh key each call
-  EXPECT_NE(a.first, c.first);    // another seed, another mask
+  for (ExecMode mode : {ExecMode::kPyNative, ExecMode::kGraph}) {
+    ModeScope scope(mode);
+    auto two_steps = [&](std::uint64_t seed) {
+      backend::seed_all(seed);
+      Dropout drop(0.25);
+      drop.set_train(true);
+      std::vector<double> first = dropout_output(drop, x);
+      std::vector<double> second = dropout_output(drop, x);
+      return std::make_pair(first, second);
+    };
+    const auto a = two_steps(7), b = two_steps(7), c = two_steps(8);
+    backend::seed_all(0);
+    EXPECT_EQ(a.first, b.first);    // same seed, same masks
+    EXPECT_EQ(a.second, b.second);
+    EXPECT_NE(a.first, a.second);   // a fresh key each call
+    EXPECT_NE(a.first, c.first);    // another seed, another mask
 
-  // Kept elements are scaled by 1 / keep_prob; the kept fraction is close to keep_prob.
-  std::int64_t kept = 0;
-  for (double v : a.first) {
-    if (v != 0) {
-      EXPECT_NEAR(v, 1.0 / 0.75, 1e-6);
-      ++kept;
+    // Kept elements are scaled by 1 / keep_prob; the kept fraction is close to keep_prob.
+    std::int64_t kept = 0;
+    for (double v : a.first) {
+      if (v != 0) {
+        EXPECT_NEAR(v, 1.0 / 0.75, 1e-6);
+        ++kept;
+      }
     }
+    const double fraction = static_cast<double>(kept) / 4096.0;
+    EXPECT_NEAR(fraction, 0.75, 0.03);
   }
-  const double fraction = static_cast<double>(kept) / 4096.0;
-  EXPECT_NEAR(fraction, 0.75, 0.03);
 }
 
-TEST(Layers, DropoutStreamsAreNamedByTheCellPath) {
+TEST(Layers, DropoutKeyIsANamedNonTrainableParameter) {
   backend::seed_all(3);
   TwoDropouts net;
+  const auto params = net.parameters_and_names();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0].first, "a.key");
+  EXPECT_EQ(params[1].first, "b.key");
+  EXPECT_FALSE(params[0].second->requires_grad);
+  EXPECT_EQ(params[0].second->value.dtype(), DType::kInt64);
+  EXPECT_EQ(params[0].second->value.shape(), (Shape{2}));
+  // Drawn from RandomStream("a.key") under the seed in force: the same for a fresh network.
+  backend::seed_all(3);
+  TwoDropouts again;
+  EXPECT_EQ(ints(again.a_->key().value), ints(net.a_->key().value));
+  EXPECT_NE(ints(again.a_->key().value), ints(net.b_->key().value));
+  backend::seed_all(0);
+
   net.set_train(true);
   const Tensor x = Tensor::from_doubles(DType::kFloat32, {32, 32},
                                         std::vector<double>(32 * 32, 1.0));
+  const std::vector<std::int64_t> key_a = ints(net.a_->key().value);
   const Value y = net(ops::Var(Value::tensor(x))).value();
   ASSERT_EQ(y.elements().size(), 2u);
-  // "Dropout:TwoDropouts/a" and "Dropout:TwoDropouts/b": two streams, two masks.
+  // Two keys, two masks.
   EXPECT_NE(y.elements()[0].as_tensor().to_doubles(), y.elements()[1].as_tensor().to_doubles());
-  // Called on its own, a is a root Cell with the path "Dropout": another stream again.
-  const std::vector<double> alone =
-      (*net.a_)(ops::Var(Value::tensor(x))).value().as_tensor().to_doubles();
-  backend::seed_all(3);
-  TwoDropouts again;
+  // Each call advances the key's counter word by one.
+  EXPECT_EQ(ints(net.a_->key().value), (std::vector<std::int64_t>{key_a[0], key_a[1] + 1}));
+  // Called on its own, a goes on from its own (advanced) key: the next mask, not the first.
+  const std::vector<double> alone = dropout_output(*net.a_, x);
+  EXPECT_NE(alone, y.elements()[0].as_tensor().to_doubles());
+  // The same network rebuilt under the same seed gives the same masks.
   again.set_train(true);
   const Value y2 = again(ops::Var(Value::tensor(x))).value();
   EXPECT_EQ(y2.elements()[0].as_tensor().to_doubles(), y.elements()[0].as_tensor().to_doubles());
-  EXPECT_NE(alone, y.elements()[0].as_tensor().to_doubles());
-  backend::seed_all(0);
+  EXPECT_EQ(y2.elements()[1].as_tensor().to_doubles(), y.elements()[1].as_tensor().to_doubles());
 }
 
-TEST(Layers, TracedDropoutBakesOneStepsKey) {
+TEST(Layers, TracedDropoutReadsItsKeyAndReturnsTheNextOne) {
   backend::seed_all(11);
   Dropout drop(0.5);
   drop.set_train(true);
-  const Tensor x = random_input(DType::kFloat32, {16, 16});
-  // The first traced draw equals the first PyNative draw of an equally fresh Dropout.
-  Traced t = trace(drop, {Abstract::tensor(DType::kFloat32, {16, 16})}, "train");
-  const Tensor traced = runtime::interpret(*t.graph, {Value::tensor(x)}).as_tensor();
-  const Tensor again = runtime::interpret(*t.graph, {Value::tensor(x)}).as_tensor();
-  expect_close(again, traced, 0);  // one step's mask, every run
-  backend::seed_all(11);
-  Dropout fresh(0.5);
-  fresh.set_train(true);
-  expect_close(fresh(ops::Var(Value::tensor(x))).value().as_tensor(), traced, 1e-6);
   backend::seed_all(0);
+  const Tensor key0 = drop.key().value.clone();
+  const Tensor x = random_input(DType::kFloat32, {16, 16});
+  Traced t = trace(drop, {Abstract::tensor(DType::kFloat32, {16, 16})}, "train");
+  ASSERT_EQ(t.updates.size(), 1u);
+  EXPECT_EQ(t.updates[0], &drop.key());
+  ASSERT_EQ(t.weights.size(), 1u);
+  EXPECT_EQ(t.graph->parameter(1)->name(), "key");
+  // Tracing writes nothing.
+  EXPECT_EQ(ints(drop.key().value), ints(key0));
+  // (y, key + [0, 1]): the key is an input, so each run with the next key draws a new mask.
+  const Value out0 = runtime::interpret(*t.graph, {Value::tensor(x), Value::tensor(key0)});
+  ASSERT_EQ(out0.elements().size(), 2u);
+  const Tensor key1 = out0.elements()[1].as_tensor();
+  EXPECT_EQ(ints(key1), (std::vector<std::int64_t>{ints(key0)[0], ints(key0)[1] + 1}));
+  const Value out1 = runtime::interpret(*t.graph, {Value::tensor(x), Value::tensor(key1)});
+  EXPECT_NE(out1.elements()[0].as_tensor().to_doubles(),
+            out0.elements()[0].as_tensor().to_doubles());
+  // The same masks as PyNative calls, step after step.
+  ModeScope pynative(ExecMode::kPyNative);
+  expect_close(drop(ops::Var(Value::tensor(x))).value().as_tensor(),
+               out0.elements()[0].as_tensor(), 0);
+  expect_close(drop(ops::Var(Value::tensor(x))).value().as_tensor(),
+               out1.elements()[0].as_tensor(), 0);
 }
 
 // ---- Losses ---------------------------------------------------------------------------------

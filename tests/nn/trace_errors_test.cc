@@ -11,6 +11,7 @@
 #include "core/ir/error.h"
 #include "core/runtime/interpreter.h"
 #include "nn/cell.h"
+#include "nn/context.h"
 #include "nn/layers.h"
 
 namespace loom::nn {
@@ -97,6 +98,7 @@ TEST(TraceLocations, ALayerTracedAloneGetsTheTraceCall) {
 }
 
 TEST(DenseRank, RankThreeMatchesPyNativeAndTraced) {
+  ModeScope pynative(ExecMode::kPyNative);
   Dense fc(4, 3);
   const Tensor x = random_input({2, 5, 4});
   const Tensor eager = fc(ops::Var(Value::tensor(x))).value().as_tensor();
@@ -126,7 +128,8 @@ TEST(DenseRank, RankThreeMatchesPyNativeAndTraced) {
   }
 }
 
-// net(x) in PyNative mode and trace(net, x's abstract) both throw ShapeError `expected`.
+// net(x) in PyNative and graph mode and trace(net, x's abstract) all throw ShapeError
+// `expected`.
 void expect_both_modes_throw(Cell& net, const Shape& shape, const std::string& expected) {
   try {
     trace(net, {Abstract::tensor(DType::kFloat32, shape)}, "bad");
@@ -134,11 +137,15 @@ void expect_both_modes_throw(Cell& net, const Shape& shape, const std::string& e
   } catch (const ShapeError& e) {
     EXPECT_EQ(std::string(e.what()), expected) << "traced";
   }
-  try {
-    net(ops::Var(Value::tensor(random_input(shape))));
-    ADD_FAILURE() << "PyNative: expected a ShapeError";
-  } catch (const ShapeError& e) {
-    EXPECT_EQ(std::string(e.what()), expected) << "PyNative";
+  for (ExecMode mode : {ExecMode::kPyNative, ExecMode::kGraph}) {
+    ModeScope scope(mode);
+    const char* name = mode == ExecMode::kPyNative ? "PyNative" : "graph";
+    try {
+      net(ops::Var(Value::tensor(random_input(shape))));
+      ADD_FAILURE() << name << ": expected a ShapeError";
+    } catch (const ShapeError& e) {
+      EXPECT_EQ(std::string(e.what()), expected) << name;
+    }
   }
 }
 

@@ -205,8 +205,8 @@ void run_ten_steps(const OptimizerSpec& opt) {
   EXPECT_EQ(pynative.last_executable(), nullptr);
 
   // States, named as in MindSpore, equal the reference's.
-  const std::vector<std::string> names = {"_backbone.0.weight", "_backbone.0.bias",
-                                          "_backbone.2.weight", "_backbone.2.bias"};
+  const std::vector<std::string> names = {"0.weight", "0.bias",
+                                          "2.weight", "2.bias"};
   for (std::size_t k = 0; k < names.size(); ++k) {
     if (opt.kind == OptimizerKind::kMomentum) {
       const Tensor* s = graph.state("moments." + names[k]);
@@ -234,7 +234,7 @@ TEST(Train, WithLossCellComputesTheLossOfTheBackbone) {
   Ref ref(m);
   std::vector<std::vector<double>> g;
   EXPECT_NEAR(loss, ref.loss_and_grad(x.to_doubles(), y.to_doubles(), g), 1e-12);
-  EXPECT_EQ(m.net->parameters_and_names()[0].first, "_backbone.0.weight");
+  EXPECT_EQ(m.net->parameters_and_names()[0].first, "0.weight");
 }
 
 TEST(Train, MomentumGraphEqualsPyNativeAndReference) {

@@ -7,8 +7,8 @@ Two networks, float32 values, batch 8, loss = mean softmax cross-entropy with in
   mlp: Dense(8, 16) -> ReLU -> Dense(16, 4), x (8, 8), labels in [0, 4)
   cnn: Conv2d(1, 4, 3, pad_mode "valid", has_bias) -> ReLU -> MaxPool2d(2, 2) -> Flatten
        -> Dense(36, 3), x (8, 1, 8, 8), labels in [0, 3)
-The torch.nn.Sequential indices match loom's SequentialCell, so a torch state_dict name with the
-"_backbone." prefix is loom's Parameter name ("_backbone.0.weight"); the layouts are the same
+The torch.nn.Sequential indices match loom's SequentialCell, so a torch state_dict name is loom's
+Parameter name ("0.weight"; WithLossCell adds no prefix); the layouts are the same
 (Linear / Dense weight (out, in), Conv2d weight (O, I, kh, kw)).
 
 Each network is trained twice from the same initial weights and data, ten steps each:
@@ -105,14 +105,14 @@ def main():
         x = torch.randn(x_shape).float().double()
         label = torch.randint(0, classes, (8,), dtype=torch.int64)
         for k, v in init.items():
-            lines.append(line(f"{name}.init._backbone.{k}", v))
+            lines.append(line(f"{name}.init.{k}", v))
         lines.append(line(f"{name}.x", x))
         lines.append(line(f"{name}.label", label, "Int64"))
         for opt in ("momentum", "adam"):
             losses, final = train(make, init, x, label, opt)
             lines.append(line(f"{name}.{opt}.loss", losses))
             for k, v in final.items():
-                lines.append(line(f"{name}.{opt}.final._backbone.{k}", v))
+                lines.append(line(f"{name}.{opt}.final.{k}", v))
             if opt == "adam":
                 _, torch_final = train(make, init, x, label, "torch_adam")
                 gap = max((final[k] - torch_final[k]).abs().max().item() for k in final)
