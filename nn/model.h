@@ -10,11 +10,21 @@
 //
 // Datasets give rows (data, label) batched: column 0 is the network's input, column 1 the label.
 // train() builds one TrainOneStepCell(WithLossCell(network, loss_fn), optimizer) on first use (in
-// the global exec mode, nn/context.h) and keeps it across calls; each epoch reads the dataset
-// through a prefetching data::Iterator. eval() sets the network to eval mode (set_train(false)),
-// computes (loss, logits) per batch with a graph compiled once per batch shape (or eagerly in
-// PyNative mode), feeds every metric, and restores the training flag. predict(x) returns the
-// network's output in eval mode.
+// the global exec mode at that time, nn/context.h) and keeps it, with its optimizer states, across
+// calls. WithLossCell keeps the network's parameter names (and so their values). train() sets the
+// network to train mode and leaves it so; one prefetching data::Iterator reads every remaining
+// epoch. A callback's request_stop() ends training after the current step: the epoch's
+// on_train_epoch_end and on_train_end still run.
+//
+// Resume: the data pipeline is pure (data/dataset.h), so train(epochs, ds, cbs, {.initial_epoch =
+// e, .start = {e, i}}) on a Model whose weights and optimizer states are those after row i of epoch
+// e feeds exactly the rows an uninterrupted run would have, and gives bitwise the same weights.
+//
+// eval() sets the network to eval mode (set_train(false)), computes (loss, logits) per batch —
+// in graph mode with a graph traced and compiled (runtime::compile) once per batch signature,
+// taking the current weights as arguments; in PyNative mode eagerly — clears and feeds every
+// metric, and restores every Cell's training flag. predict(x) returns the network's output in eval
+// mode (a graph-mode root call of the network, compiled per signature by the Cell).
 #pragma once
 
 #include <cstdint>
@@ -40,13 +50,15 @@ struct TrainOptions {
   int prefetch = 4;
 };
 
-// Figures of the last train() call.
+// Figures of the last train() call (steady_clock). step_seconds includes compile_seconds (the
+// step graphs are built inside the first step of each signature); total_seconds >= step_seconds +
+// data_wait_seconds, the rest being callbacks and setup.
 struct TrainStats {
   std::int64_t steps = 0;
-  std::int64_t samples = 0;
-  double step_seconds = 0;     // time inside TrainOneStepCell::step, all steps
-  double data_wait_seconds = 0;  // time the loop waited on the data iterator
-  double compile_seconds = 0;  // tracing + passes + compile of the step graph(s)
+  std::int64_t samples = 0;        // Σ rows of the batches trained on
+  double step_seconds = 0;         // time inside TrainOneStepCell::step, all steps
+  double data_wait_seconds = 0;    // time the loop waited on the data iterator's next()
+  double compile_seconds = 0;      // tracing + grad + passes + compile of new step graph(s)
   double total_seconds = 0;
 };
 
@@ -56,10 +68,13 @@ class Model {
         std::map<std::string, std::shared_ptr<Metric>> metrics = {});
 
   // Trains for epochs (total, MindSpore's epoch argument). Callbacks are called in order; a
-  // callback's run_context.request_stop() ends training after the current step.
+  // callback's run_context.request_stop() ends training after the current step. ValueError when
+  // dataset is null, unless 0 <= initial_epoch <= epochs, or when options.start is set and its
+  // epoch differs from initial_epoch; rows with fewer than 2 columns are a ValueError.
   void train(std::int64_t epochs, const data::DatasetPtr& dataset,
              const std::vector<Callback*>& callbacks = {}, const TrainOptions& options = {});
-  // Every metric over the whole dataset; {"name": value}.
+  // Every metric over the whole dataset (one epoch, epoch 0); {"name": value}. ValueError when the
+  // Model has no metrics, and a metric's own error when it got no samples (an empty dataset).
   std::map<std::string, double> eval(const data::DatasetPtr& dataset,
                                      const std::vector<Callback*>& callbacks = {});
   Tensor predict(const Tensor& x);

@@ -1,0 +1,296 @@
+// nn/model.h: Model::train / eval / predict.
+#include "nn/model.h"
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "core/ir/error.h"
+#include "core/ir/value.h"
+#include "core/runtime/executable.h"
+#include "nn/context.h"
+
+namespace loom::nn {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ir::Abstract;
+using ir::Value;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string signature(const Tensor& t) {
+  return std::string(dtype_name(t.dtype())) + shape_to_string(t.shape());
+}
+
+// The mean of a loss tensor's elements (the loss itself for the usual rank-0 one).
+double loss_value(const Tensor& loss) {
+  if (loss.numel() == 1) return loss.get(0);
+  double sum = 0;
+  for (double x : loss.to_doubles()) sum += x;
+  return sum / static_cast<double>(loss.numel());
+}
+
+// The training flags of a Cell tree, restored on destruction (set_train is recursive, so the
+// flags are put back root first, then every descendant in pre-order: each Cell ends with its
+// own saved flag even when the tree's flags were mixed).
+class TrainingFlagsGuard {
+ public:
+  explicit TrainingFlagsGuard(Cell& root) : root_(root), root_flag_(root.training()) {
+    for (auto& [name, c] : root.cells_and_names()) flags_.emplace_back(c, c->training());
+  }
+  ~TrainingFlagsGuard() {
+    root_.set_train(root_flag_);
+    for (auto& [c, flag] : flags_) c->set_train(flag);
+  }
+  TrainingFlagsGuard(const TrainingFlagsGuard&) = delete;
+  TrainingFlagsGuard& operator=(const TrainingFlagsGuard&) = delete;
+
+ private:
+  Cell& root_;
+  bool root_flag_;
+  std::vector<std::pair<Cell*, bool>> flags_;
+};
+
+// construct(data, label) = MakeTuple(loss_fn(network(data), label), network(data)), computing
+// the network once. The two Cells are used, not registered as children: registering would
+// rename (and re-draw) their parameters.
+class EvalCell : public Cell {
+ public:
+  EvalCell(Cell* network, Cell* loss_fn)
+      : Cell("EvalCell"), network_(network), loss_fn_(loss_fn) {}
+  ops::Var construct(const std::vector<ops::Var>& inputs) override {
+    const ops::Var logits = (*network_)(inputs[0]);
+    const ops::Var loss = (*loss_fn_)(std::vector<ops::Var>{logits, inputs[1]});
+    return current_emitter().make_tuple({loss, logits});
+  }
+
+ private:
+  Cell* network_;
+  Cell* loss_fn_;
+};
+
+}  // namespace
+
+// The eval step: the EvalCell and, in graph mode, its graph compiled once per batch signature.
+struct Model::EvalCache {
+  struct Compiled {
+    Traced traced;  // keeps the module (and so the graph) alive
+    std::unique_ptr<runtime::Executable> exe;
+  };
+  explicit EvalCache(Cell* network, Cell* loss_fn) : cell(network, loss_fn) {}
+
+  // (loss, logits) of one batch.
+  std::pair<Tensor, Tensor> run(const Tensor& data, const Tensor& label) {
+    Value out;
+    if (context_mode() == ExecMode::kPyNative) {
+      out = cell(std::vector<ops::Var>{ops::Var(Value::tensor(data)),
+                                       ops::Var(Value::tensor(label))})
+                .value();
+    } else {
+      Compiled& c = compiled_for(data, label);
+      std::vector<Value> args{Value::tensor(data), Value::tensor(label)};
+      for (Parameter* p : c.traced.weights) args.push_back(Value::tensor(p->value));
+      out = c.exe->run(std::move(args));
+      if (!c.traced.updates.empty()) {
+        // MakeTuple((loss, logits), new values of the assigned Parameters...): write them back
+        // into the Parameters' storage, as a compiled root call does.
+        const std::vector<Value>& el = out.elements();
+        for (std::size_t i = 0; i < c.traced.updates.size(); ++i) {
+          const Tensor& v = el[1 + i].as_tensor();
+          Tensor& dst = c.traced.updates[i]->value;
+          if (v.raw_data() != dst.raw_data()) {
+            std::memcpy(dst.raw_data(), v.raw_data(), dst.nbytes());
+          }
+        }
+        out = el[0];
+      }
+    }
+    return {out.elements()[0].as_tensor(), out.elements()[1].as_tensor()};
+  }
+
+  Compiled& compiled_for(const Tensor& data, const Tensor& label) {
+    const std::string key = signature(data) + ";" + signature(label);
+    auto found = graphs.find(key);
+    if (found != graphs.end()) return found->second;
+    Compiled c;
+    c.traced = trace(cell,
+                     {Abstract::tensor(data.dtype(), data.shape()),
+                      Abstract::tensor(label.dtype(), label.shape())},
+                     "eval");
+    c.exe = runtime::compile(*c.traced.graph, backend::cpu_backend());
+    return graphs.emplace(key, std::move(c)).first->second;
+  }
+
+  EvalCell cell;
+  std::map<std::string, Compiled> graphs;  // per "data signature;label signature"
+};
+
+Model::Model(std::shared_ptr<Cell> network, std::shared_ptr<Cell> loss_fn, OptimizerSpec optimizer,
+             std::map<std::string, std::shared_ptr<Metric>> metrics)
+    : network_(std::move(network)),
+      loss_fn_(std::move(loss_fn)),
+      optimizer_(optimizer),
+      metrics_(std::move(metrics)) {
+  if (!network_) throw ValueError("Model: expected a network, got null");
+  if (!loss_fn_) throw ValueError("Model: expected a loss function, got null");
+  for (const auto& [name, metric] : metrics_) {
+    if (!metric) throw ValueError("Model: expected a metric for '" + name + "', got null");
+  }
+}
+
+void Model::train(std::int64_t epochs, const data::DatasetPtr& dataset,
+                  const std::vector<Callback*>& callbacks, const TrainOptions& options) {
+  const Clock::time_point t_begin = Clock::now();
+  if (!dataset) throw ValueError("Model.train: expected a dataset, got null");
+  const std::int64_t initial = options.initial_epoch;
+  if (epochs < 0 || initial < 0 || initial > epochs) {
+    throw ValueError("Model.train: expected 0 <= initial_epoch <= epochs, got initial_epoch " +
+                     std::to_string(initial) + " and epochs " + std::to_string(epochs));
+  }
+  const data::Position& start = options.start;
+  if ((start.epoch != 0 || start.index != 0) && start.epoch != initial) {
+    throw ValueError("Model.train: expected the start position's epoch to equal initial_epoch (" +
+                     std::to_string(initial) + "), got " + std::to_string(start.epoch));
+  }
+  for (Callback* cb : callbacks) {
+    if (cb == nullptr) throw ValueError("Model.train: expected callbacks, got a null pointer");
+  }
+
+  // One iterator over every remaining epoch (prefetching across epoch boundaries); it reads
+  // epoch e's rows as the stages' pure get(e, i), so a resumed run sees exactly the rows an
+  // uninterrupted one would. Made first: it checks the start position.
+  std::optional<data::Iterator> it;
+  it.emplace(dataset, data::IteratorOptions{.num_epochs = epochs,
+                                            .num_workers = options.data_workers,
+                                            .prefetch = options.prefetch,
+                                            .start = {initial, start.index}});
+  const std::int64_t n = it->rows_per_epoch();
+
+  if (!train_) {
+    auto with_loss = std::make_shared<WithLossCell>(network_, loss_fn_);
+    train_ = std::make_unique<TrainOneStepCell>(std::move(with_loss), optimizer_);
+  }
+  TrainOneStepCell& step_cell = *train_;
+  step_cell.network().set_train(true);  // the network and the loss, recursively
+
+  stats_ = TrainStats{};
+  const double compile_before = step_cell.compile_seconds();
+
+  RunContext rc;
+  rc.epoch_num = epochs;
+  rc.batch_num = n;
+  rc.cur_epoch_num = initial;
+  rc.cur_step_num = initial * n + start.index;
+  rc.step_in_epoch = start.index;
+  rc.network = network_.get();
+  rc.train_network = &step_cell;
+
+  for (Callback* cb : callbacks) cb->on_train_begin(rc);
+  for (std::int64_t epoch = initial; epoch < epochs && !rc.stop_requested; ++epoch) {
+    const std::int64_t first = epoch == initial ? start.index : 0;
+    rc.cur_epoch_num = epoch + 1;
+    rc.step_in_epoch = first;
+    rc.epoch_loss_mean = 0;
+    double loss_sum = 0;
+    std::int64_t loss_steps = 0;
+    for (Callback* cb : callbacks) cb->on_train_epoch_begin(rc);
+
+    for (std::int64_t i = first; i < n; ++i) {
+      const Clock::time_point t_wait = Clock::now();
+      std::optional<data::Row> row = it->next();
+      const double wait = seconds_since(t_wait);
+      if (!row) {
+        throw InternalError("Model.train: the data iterator ended early, at epoch " +
+                            std::to_string(epoch) + " row " + std::to_string(i));
+      }
+      if (row->size() < 2) {
+        throw ValueError("Model.train: expected rows (data, label) from " + dataset->describe() +
+                         ", got " + std::to_string(row->size()) + " column(s)");
+      }
+      const Tensor& x = (*row)[0];
+      ++rc.cur_step_num;
+      rc.step_in_epoch = i + 1;
+      rc.batch_size = x.rank() >= 1 ? x.dim(0) : 1;
+      rc.data_wait_seconds = wait;
+      for (Callback* cb : callbacks) cb->on_train_step_begin(rc);
+
+      const Clock::time_point t_step = Clock::now();
+      rc.loss = step_cell.step(x, (*row)[1]);
+      rc.step_seconds = seconds_since(t_step);
+
+      ++stats_.steps;
+      stats_.samples += rc.batch_size;
+      stats_.step_seconds += rc.step_seconds;
+      stats_.data_wait_seconds += wait;
+      loss_sum += loss_value(rc.loss);
+      ++loss_steps;
+      rc.epoch_loss_mean = loss_sum / static_cast<double>(loss_steps);  // running, so far
+      for (Callback* cb : callbacks) cb->on_train_step_end(rc);
+      if (rc.stop_requested) break;
+    }
+    for (Callback* cb : callbacks) cb->on_train_epoch_end(rc);
+  }
+  it.reset();  // stops the prefetching workers
+  stats_.compile_seconds = step_cell.compile_seconds() - compile_before;
+  stats_.total_seconds = seconds_since(t_begin);
+  for (Callback* cb : callbacks) cb->on_train_end(rc);
+}
+
+std::map<std::string, double> Model::eval(const data::DatasetPtr& dataset,
+                                          const std::vector<Callback*>& callbacks) {
+  if (!dataset) throw ValueError("Model.eval: expected a dataset, got null");
+  if (metrics_.empty()) {
+    throw ValueError("Model.eval: expected at least one metric (pass metrics to the Model), "
+                     "got none");
+  }
+  for (Callback* cb : callbacks) {
+    if (cb == nullptr) throw ValueError("Model.eval: expected callbacks, got a null pointer");
+  }
+  TrainingFlagsGuard restore(*network_);
+  network_->set_train(false);
+  if (!eval_cache_) eval_cache_ = std::make_shared<EvalCache>(network_.get(), loss_fn_.get());
+
+  for (auto& [name, metric] : metrics_) metric->clear();
+  data::Iterator it(dataset, {.num_epochs = 1});
+  RunContext rc;
+  rc.epoch_num = 1;
+  rc.cur_epoch_num = 1;
+  rc.batch_num = it.rows_per_epoch();
+  rc.network = network_.get();
+  rc.train_network = train_.get();
+  for (Callback* cb : callbacks) cb->on_eval_begin(rc);
+  while (std::optional<data::Row> row = it.next()) {
+    if (row->size() < 2) {
+      throw ValueError("Model.eval: expected rows (data, label) from " + dataset->describe() +
+                       ", got " + std::to_string(row->size()) + " column(s)");
+    }
+    auto [loss, logits] = eval_cache_->run((*row)[0], (*row)[1]);
+    ++rc.cur_step_num;
+    ++rc.step_in_epoch;
+    rc.batch_size = (*row)[0].rank() >= 1 ? (*row)[0].dim(0) : 1;
+    rc.loss = loss;
+    const MetricInputs in{.loss = loss, .logits = logits, .label = (*row)[1]};
+    for (auto& [name, metric] : metrics_) metric->update(in);
+  }
+  std::map<std::string, double> results;
+  for (const auto& [name, metric] : metrics_) results[name] = metric->eval();
+  rc.metrics = results;
+  for (Callback* cb : callbacks) cb->on_eval_end(rc);
+  return results;
+}
+
+Tensor Model::predict(const Tensor& x) {
+  TrainingFlagsGuard restore(*network_);
+  network_->set_train(false);
+  const ops::Var y = (*network_)(ops::Var(Value::tensor(x)));
+  if (!y.is_value() || !y.value().is_tensor()) {
+    throw ValueError("Model.predict: expected the network to return a tensor");
+  }
+  return y.value().as_tensor();
+}
+
+}  // namespace loom::nn
