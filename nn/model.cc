@@ -170,11 +170,7 @@ void Model::train(std::int64_t epochs, const data::DatasetPtr& dataset,
                                             .start = {initial, start.index}});
   const std::int64_t n = it->rows_per_epoch();
 
-  if (!train_) {
-    auto with_loss = std::make_shared<WithLossCell>(network_, loss_fn_);
-    train_ = std::make_unique<TrainOneStepCell>(std::move(with_loss), optimizer_);
-  }
-  TrainOneStepCell& step_cell = *train_;
+  TrainOneStepCell& step_cell = build_train_network();
   step_cell.network().set_train(true);  // the network and the loss, recursively
 
   stats_ = TrainStats{};
@@ -238,6 +234,14 @@ void Model::train(std::int64_t epochs, const data::DatasetPtr& dataset,
   stats_.compile_seconds = step_cell.compile_seconds() - compile_before;
   stats_.total_seconds = seconds_since(t_begin);
   for (Callback* cb : callbacks) cb->on_train_end(rc);
+}
+
+TrainOneStepCell& Model::build_train_network() {
+  if (!train_) {
+    auto with_loss = std::make_shared<WithLossCell>(network_, loss_fn_);
+    train_ = std::make_unique<TrainOneStepCell>(std::move(with_loss), optimizer_);
+  }
+  return *train_;
 }
 
 std::map<std::string, double> Model::eval(const data::DatasetPtr& dataset,

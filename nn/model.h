@@ -80,8 +80,11 @@ class Model {
   Tensor predict(const Tensor& x);
 
   Cell& network() { return *network_; }
-  // The training step (null before the first train()).
+  // The training step (null before the first train() or build_train_network()).
   TrainOneStepCell* train_network() { return train_.get(); }
+  // Makes the training step now if train() has not (so that a resumed run can restore its
+  // optimizer state before the first step).
+  TrainOneStepCell& build_train_network();
   const TrainStats& train_stats() const { return stats_; }
 
  private:

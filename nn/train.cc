@@ -79,6 +79,30 @@ const Tensor* TrainOneStepCell::state(const std::string& name) const {
   return it == states_.end() ? nullptr : &it->second;
 }
 
+void TrainOneStepCell::set_state(const std::string& name, const Tensor& value) {
+  auto it = states_.find(name);
+  if (it == states_.end()) {
+    states_.emplace(name, value.clone());
+    return;
+  }
+  Tensor& dst = it->second;
+  if (dst.dtype() != value.dtype() || dst.shape() != value.shape()) {
+    throw ValueError("TrainOneStepCell.set_state: state '" + name + "' is " +
+                     std::string(dtype_name(dst.dtype())) + shape_to_string(dst.shape()) +
+                     ", got " + std::string(dtype_name(value.dtype())) +
+                     shape_to_string(value.shape()));
+  }
+  if (dst.nbytes() > 0) std::memcpy(dst.raw_data(), value.raw_data(), dst.nbytes());
+}
+
+void TrainOneStepCell::set_num_steps(std::int64_t steps) {
+  if (steps < 0) {
+    throw ValueError("TrainOneStepCell.set_num_steps: expected steps >= 0, got " +
+                     std::to_string(steps));
+  }
+  steps_ = steps;
+}
+
 namespace {
 
 std::string signature(const Tensor& t) {
@@ -154,6 +178,13 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
       auto it = states_.find(name);
       if (it == states_.end()) {
         it = states_.emplace(name, Tensor(p->value.dtype(), p->value.shape())).first;
+      } else if (it->second.dtype() != p->value.dtype() ||
+                 it->second.shape() != p->value.shape()) {
+        throw ValueError("TrainOneStepCell: state '" + name + "' is " +
+                         std::string(dtype_name(it->second.dtype())) +
+                         shape_to_string(it->second.shape()) + " but its parameter is " +
+                         std::string(dtype_name(p->value.dtype())) +
+                         shape_to_string(p->value.shape()));
       }
       s.states.push_back(
           step->add_parameter(name, Abstract::tensor(p->value.dtype(), p->value.shape())));

@@ -105,6 +105,17 @@ class TrainOneStepCell {
   std::int64_t num_steps() const { return steps_; }
   // The optimizer states by name ("moments.fc.weight"); null when not created yet.
   const Tensor* state(const std::string& name) const;
+  // Every optimizer state made so far, by name (states are made at the first step of a
+  // signature, zero-filled, unless set_state gave one).
+  const std::map<std::string, Tensor>& states() const { return states_; }
+  // Restoring a training run (checkpoints): sets state `name` to a copy of `value`. Before the
+  // state exists it is created with this value (the first step checks its dtype and shape
+  // against the parameter's: ValueError naming it); afterwards the value is copied into the
+  // existing storage (ValueError on a dtype or shape mismatch).
+  void set_state(const std::string& name, const Tensor& value);
+  // Sets the number of steps done (Adam's bias corrections use it).
+  void set_num_steps(std::int64_t steps);
+  const OptimizerSpec& optimizer() const { return opt_; }
   Cell& network() { return *net_; }
   // The Executable the last graph-mode step ran (null before the first or in PyNative mode).
   const runtime::Executable* last_executable() const { return last_; }

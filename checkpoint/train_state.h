@@ -1,0 +1,95 @@
+// Checkpoints of a training run: MindSpore's ModelCheckpoint callback, the newest-checkpoint
+// lookup, and exact resume.
+//
+//   checkpoint::ModelCheckpoint ckpt("lenet", "ckpt", {.save_checkpoint_steps = 1875});
+//   model.train(10, train_ds, {&ckpt});
+//   ...
+//   // Later, in a new process, with the same seed_all and the same network and dataset:
+//   checkpoint::ResumePoint r =
+//       checkpoint::restore_training_state(model, checkpoint::load_checkpoint(*latest));
+//   model.train(10, train_ds, callbacks, {.initial_epoch = r.epoch, .start = {r.epoch, r.index}});
+//
+// A training checkpoint holds, in this order:
+//   - every parameter of the network (parameters_and_names: weights, BatchNorm's moving
+//     statistics, Dropout's keys) under its own name, as MindSpore writes them;
+//   - the optimizer states ("moments.<name>", "moment1.<name>", "moment2.<name>");
+//   - MindSpore's optimizer extras: "learning_rate" (Float32, 0-d) and "global_step" (Int32, (1)),
+//     the number of steps done;
+//   - MindSpore's append_info: "epoch_num" and "step_num" (Int64, 0-d: the 1-based epoch and the
+//     global step count at the save);
+//   - loom's resume position: "loom.seed" (the global seed: the data order and every random draw
+//     depend on it), "loom.data_epoch" and "loom.data_index" (the data::Position of the next
+//     batch). MindSpore's load_param_into_net reports these extras as not loaded and ignores them.
+// Restoring it and training on with the same seed, network and pipeline gives bitwise the same
+// weights as a run never interrupted (the RNG state is the seed plus the positions: pipeline
+// draws are addressed by (epoch, row), Dropout keys are parameters).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "checkpoint/checkpoint.h"
+#include "nn/callback.h"
+
+namespace loom::nn {
+class Model;
+}  // namespace loom::nn
+
+namespace loom::checkpoint {
+
+// The state of a run at the end of the step described by `rc` (its network and train_network).
+Checkpoint training_state(const nn::RunContext& rc);
+
+struct ResumePoint {
+  std::int64_t epoch = 0;        // 0-based epoch of the next batch (TrainOptions::initial_epoch)
+  std::int64_t index = 0;        // its index in that epoch
+  std::int64_t global_step = 0;  // steps done
+};
+
+// Loads a training checkpoint into the model: parameters (strict: every network parameter must
+// be present with its dtype and shape), optimizer states, the step count. ValueError when a
+// parameter or state is missing, when it was saved with another seed than backend::global_seed()
+// (the data order would differ), or when the optimizer's learning rate differs.
+ResumePoint restore_training_state(nn::Model& model, const Checkpoint& ck);
+
+struct CheckpointConfig {
+  std::int64_t save_checkpoint_steps = 1;  // save every N global steps (0: only at the end)
+  std::int64_t keep_checkpoint_max = 5;    // keep the newest N files of this run (0: all)
+};
+
+// MindSpore's ModelCheckpoint: saves training_state() to
+// "<directory>/<prefix>-<epoch>_<step in epoch>.ckpt" every save_checkpoint_steps steps and at
+// the end of training (unless the last step was just saved). If files named "<prefix>-*.ckpt"
+// already exist in the directory when the callback is made, the prefix becomes "<prefix>_1"
+// (then _2...), as MindSpore does. Saves are atomic (save_checkpoint). Beyond
+// keep_checkpoint_max, the oldest file this callback wrote is removed.
+class ModelCheckpoint : public nn::Callback {
+ public:
+  explicit ModelCheckpoint(std::string prefix = "CKP", std::string directory = ".",
+                           CheckpointConfig config = {});
+  void on_train_step_end(nn::RunContext& rc) override;
+  void on_train_end(nn::RunContext& rc) override;
+
+  const std::string& prefix() const { return prefix_; }
+  // The last file written ("" before the first).
+  const std::string& latest() const { return latest_; }
+
+ private:
+  void save(const nn::RunContext& rc);
+
+  std::string prefix_;
+  std::string directory_;
+  CheckpointConfig config_;
+  std::string latest_;
+  std::int64_t last_saved_step_ = -1;
+  std::vector<std::string> written_;
+};
+
+// The newest checkpoint in `directory`: among "<prefix>[_<n>]-<epoch>_<step>.ckpt" files (any
+// prefix when `prefix` is empty), the one with the largest (epoch, step), ties broken by the
+// newer modification time. nullopt when there is none.
+std::optional<std::string> latest_checkpoint(const std::string& directory,
+                                             const std::string& prefix = "");
+
+}  // namespace loom::checkpoint
