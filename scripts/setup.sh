@@ -10,8 +10,11 @@ packages=(
   libeigen3-dev libopenblas-dev libprotobuf-dev protobuf-compiler libabsl-dev
   libopenmpi-dev openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   pybind11-dev python3-dev
-  # test tools: FileCheck for .ir pass tests, clang + libFuzzer for fuzz targets
-  llvm-14-tools clang libclang-rt-14-dev
+  # OpenSSL's libcrypto: SHA-256 of the trained weights (loom train --json)
+  libssl-dev
+  # test tools: FileCheck for .ir pass tests, clang + libFuzzer for fuzz targets, venv for the
+  # interoperability tests' Python environments (TensorBoard, MindSpore from PyPI)
+  llvm-14-tools clang libclang-rt-14-dev python3-venv
   # data for the main job
   dataset-fashion-mnist
 )

@@ -1,6 +1,8 @@
-// The `loom` command. Subcommands:
-//   loom info    version, build type, backends, BLAS library and thread count
-//   loom ops     every registered op with its inputs, attributes and differentiability
+// The `loom` command, a dispatcher. Subcommands:
+//   loom info         version, build type, backends, BLAS library and thread count
+//   loom ops          every registered op with its inputs, attributes and differentiability
+//   loom train lenet  train LeNet-5 on Fashion-MNIST (tools/train_cmd.h)
+//   loom eval lenet   evaluate LeNet-5 on the Fashion-MNIST test set (tools/train_cmd.h)
 #include <cblas.h>
 
 
@@ -14,14 +16,17 @@
 #include "core/ir/error.h"
 #include "core/ir/printer.h"
 #include "ops/op.h"
+#include "tools/train_cmd.h"
 
 namespace {
 
 constexpr char kUsage[] =
     "usage: loom <command> [options]\n"
     "commands:\n"
-    "  info    print the version, build, backends, BLAS library and threads\n"
-    "  ops     list every op with its inputs, attributes and differentiability\n";
+    "  info         print the version, build, backends, BLAS library and threads\n"
+    "  ops          list every op with its inputs, attributes and differentiability\n"
+    "  train lenet  train LeNet-5 on Fashion-MNIST (loom train --help for the options)\n"
+    "  eval lenet   evaluate LeNet-5 on the Fashion-MNIST test set (loom eval --help)\n";
 
 int info() {
   std::cout << "loom " << LOOM_VERSION << "\n";
@@ -70,7 +75,11 @@ int run(const std::vector<std::string>& args) {
   }
   if (args[0] == "info") return info();
   if (args[0] == "ops") return list_ops();
-  throw loom::ValueError("loom: expected a command (info, ops), got '" + args[0] + "'");
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (args[0] == "train") return loom::tools::train_command(rest);
+  if (args[0] == "eval") return loom::tools::eval_command(rest);
+  throw loom::ValueError("loom: expected a command (info, ops, train, eval), got '" + args[0] +
+                         "'");
 }
 
 }  // namespace

@@ -1,0 +1,77 @@
+// tools/progress.h: the training display — log lines every 10% of an epoch off a terminal, a
+// redrawn status line on one, and the per-epoch summary with the test metrics.
+#include "tools/progress.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+
+#include "core/ir/tensor.h"
+
+namespace loom::tools {
+namespace {
+
+// Runs one epoch of `steps` steps with loss 1.0 through the callback.
+std::string run_epoch(bool terminal, std::int64_t steps) {
+  std::ostringstream out;
+  ProgressCallback cb(out, terminal);
+  nn::RunContext rc;
+  rc.epoch_num = 2;
+  rc.cur_epoch_num = 1;
+  rc.batch_num = steps;
+  cb.on_train_epoch_begin(rc);
+  for (std::int64_t i = 1; i <= steps; ++i) {
+    rc.step_in_epoch = i;
+    rc.cur_step_num = i;
+    rc.batch_size = 32;
+    rc.loss = Tensor::scalar(DType::kFloat32, 1.0);
+    rc.epoch_loss_mean = 1.0;
+    cb.on_train_step_end(rc);
+  }
+  rc.metrics = {{"accuracy", 0.875}, {"loss", 0.5}};
+  cb.on_train_epoch_end(rc);
+  return out.str();
+}
+
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (auto p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+TEST(Progress, LogsEveryTenthOfAnEpochOffATerminal) {
+  const std::string out = run_epoch(/*terminal=*/false, 64);
+  EXPECT_EQ(count(out, "\n"), 10) << out;  // 10%, ..., 90%, then the summary
+  EXPECT_EQ(count(out, "\r"), 0);
+  EXPECT_NE(out.find("epoch 1/2 step 7/64 (10%): loss 1.0000, "), std::string::npos) << out;
+  EXPECT_NE(out.find("epoch 1/2 step 58/64 (90%)"), std::string::npos) << out;
+  EXPECT_NE(out.find("epoch 1/2: train loss 1.0000, test loss 0.5000, test accuracy 0.8750, "),
+            std::string::npos)
+      << out;
+}
+
+TEST(Progress, FewerStepsThanTenthsLogEachStep) {
+  const std::string out = run_epoch(false, 3);
+  EXPECT_EQ(count(out, "\n"), 3) << out;  // steps 1 and 2, then the summary
+}
+
+TEST(Progress, RedrawsOneLineOnATerminalAtMostTenTimesASecond) {
+  const std::string out = run_epoch(/*terminal=*/true, 1000);
+  // The first step and the last are always drawn; 1000 fast steps take far less than 0.1 s.
+  EXPECT_GE(count(out, "\repoch 1/2 ["), 2) << out;
+  EXPECT_LE(count(out, "\repoch 1/2 ["), 5) << out;
+  EXPECT_NE(out.find("[####################] 1000/1000  loss 1.0000"), std::string::npos) << out;
+  EXPECT_EQ(count(out, "\n"), 1);  // only the summary ends a line
+  EXPECT_NE(out.find("\r\033[Kepoch 1/2: train loss 1.0000"), std::string::npos);
+}
+
+TEST(Progress, FormatsDurations) {
+  EXPECT_EQ(ProgressCallback::format_duration(0), "0:00");
+  EXPECT_EQ(ProgressCallback::format_duration(65.4), "1:05");
+  EXPECT_EQ(ProgressCallback::format_duration(3600 * 12 + 7), "12:00:07");
+  EXPECT_EQ(ProgressCallback::format_duration(-1), "?");
+}
+
+}  // namespace
+}  // namespace loom::tools
