@@ -1,0 +1,130 @@
+#include "summary/collector.h"
+
+#include <numeric>
+
+#include "backends/random.h"
+#include "core/ir/error.h"
+#include "nn/cell.h"
+#include "nn/train.h"
+
+namespace loom::summary {
+
+SummaryCollector::SummaryCollector(std::string summary_dir, SummaryCollectorOptions options)
+    : options_(std::move(options)) {
+  if (options_.collect_freq < 1)
+    throw ValueError("SummaryCollector: expected collect_freq >= 1, got " +
+                     std::to_string(options_.collect_freq));
+  const CollectSpecifiedData& c = options_.collect_specified_data;
+  metric_ = want(c.collect_metric);
+  lr_ = want(c.collect_learning_rate);
+  graph_ = want(c.collect_graph);
+  input_ = want(c.collect_input_data);
+  train_lineage_ = want(c.collect_train_lineage);
+  eval_lineage_ = want(c.collect_eval_lineage);
+  if (c.histogram_regular) {
+    histograms_ = true;
+    try {
+      histogram_regex_.emplace(*c.histogram_regular);
+    } catch (const std::regex_error& e) {
+      throw ValueError("SummaryCollector: expected a valid histogram_regular, got '" +
+                       *c.histogram_regular + "' (" + e.what() + ")");
+    }
+  } else {
+    histograms_ = options_.keep_default_action;  // default: the first five parameters
+  }
+  record_ = std::make_unique<SummaryRecord>(
+      std::move(summary_dir), SummaryOptions{.max_file_size = options_.max_file_size});
+}
+
+SummaryCollector::~SummaryCollector() {
+  try {
+    if (session_open_) record_->end_hparams_session(false, last_step_);
+  } catch (...) {
+  }
+  // record_'s destructor writes whatever is queued.
+}
+
+bool SummaryCollector::want(const std::optional<bool>& flag) const {
+  return flag.value_or(options_.keep_default_action);
+}
+
+void SummaryCollector::set_input_images(const Tensor& images) { pending_images_ = images.clone(); }
+
+void SummaryCollector::on_train_begin(nn::RunContext& rc) {
+  first_step_ = true;
+  last_step_ = rc.cur_step_num;
+}
+
+void SummaryCollector::start_lineage(nn::RunContext& rc) {
+  std::map<std::string, HParamValue> hp;
+  if (rc.network) hp.emplace("model", rc.network->cls_name());
+  hp.emplace("batch_size", rc.batch_size);
+  hp.emplace("epoch_num", rc.epoch_num);
+  hp.emplace("seed", static_cast<double>(backend::global_seed()));
+  for (const auto& [k, v] : options_.custom_lineage_data) hp.insert_or_assign(k, v);
+  std::vector<std::string> metrics{"loss"};
+  if (eval_lineage_) metrics.push_back("accuracy");
+  record_->add_hparams(hp, metrics, rc.cur_step_num);
+  session_open_ = true;
+}
+
+void SummaryCollector::on_train_step_end(nn::RunContext& rc) {
+  const std::int64_t step = rc.cur_step_num;
+  last_step_ = step;
+  const bool first = first_step_;
+  first_step_ = false;
+  if (first && train_lineage_ && !session_open_) start_lineage(rc);
+  if (first && graph_ && !graph_done_ && rc.train_network &&
+      rc.train_network->last_executable()) {
+    record_->add_graph(*rc.train_network->last_executable(), step);
+    graph_done_ = true;
+  }
+  if (!first && step % options_.collect_freq != 0) return;
+  if (metric_ && rc.loss.defined() && rc.loss.numel() > 0) {
+    const std::vector<double> v = rc.loss.to_doubles();
+    record_->add_scalar("loss", std::accumulate(v.begin(), v.end(), 0.0) / double(v.size()),
+                        step);
+  }
+  if (lr_) {
+    auto it = options_.custom_lineage_data.find("learning_rate");
+    if (it != options_.custom_lineage_data.end())
+      if (const double* lr = std::get_if<double>(&it->second.get()))
+        record_->add_scalar("learning_rate", *lr, step);
+  }
+  if (input_ && pending_images_.defined()) {
+    record_->add_image("input_data/auto", pending_images_, step);
+    pending_images_ = Tensor();
+  }
+  if (histograms_ && rc.network) {
+    int taken = 0;
+    for (const auto& [name, p] : rc.network->parameters_and_names()) {
+      if (histogram_regex_) {
+        if (!std::regex_search(name, *histogram_regex_, std::regex_constants::match_continuous))
+          continue;
+      } else if (taken >= 5) {
+        break;
+      }
+      record_->add_histogram(name + "/auto", p->value, step);
+      ++taken;
+    }
+  }
+}
+
+void SummaryCollector::record_metrics(const std::map<std::string, double>& metrics) {
+  if (!metric_ && !eval_lineage_) return;
+  for (const auto& [name, value] : metrics) record_->add_scalar(name, value, last_step_);
+}
+
+void SummaryCollector::on_train_epoch_end(nn::RunContext& rc) { record_metrics(rc.metrics); }
+
+void SummaryCollector::on_eval_end(nn::RunContext& rc) { record_metrics(rc.metrics); }
+
+void SummaryCollector::on_train_end(nn::RunContext& rc) {
+  if (session_open_) {
+    record_->end_hparams_session(true, last_step_);
+    session_open_ = false;
+  }
+  record_->flush();
+}
+
+}  // namespace loom::summary

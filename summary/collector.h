@@ -1,0 +1,107 @@
+// SummaryCollector: MindSpore's SummaryCollector callback, writing TensorBoard event files
+// through a SummaryRecord.
+//
+//   summary::SummaryCollector sc("runs/lenet", {.collect_freq = 10,
+//       .collect_specified_data = {.histogram_regular = "^conv"},
+//       .custom_lineage_data = {{"learning_rate", 0.01}, {"optimizer", "Momentum"}, {"seed", 1}}});
+//   model.train(epochs, ds, {&sc});
+//
+// What it collects (collect_specified_data; with keep_default_action = true an unset field takes
+// its default, with false an unset field is off):
+//   collect_metric (default on)       scalar "loss" (the step's loss, its mean when not a scalar)
+//                                     at the first step and every collect_freq-th global step;
+//                                     eval metrics (run context's metrics at an epoch end or at
+//                                     on_eval_end) as scalars named after the metric.
+//   collect_learning_rate (on)        scalar "learning_rate" at the same steps, from
+//                                     custom_lineage_data["learning_rate"] (the run context carries
+//                                     no learning rate yet).
+//   collect_graph (on)                the compiled step graph (TrainOneStepCell::last_executable)
+//                                     once, after the first step, with the Cell scopes as name
+//                                     scopes (summary/graph.h).
+//   collect_input_data (on)           the images given with set_input_images(), once, at the next
+//                                     collected step (tag "input_data/auto"; NCHW batches tiled).
+//   histogram_regular (default: the   histograms "<param>/auto" of the network's parameters whose
+//     first five parameters)          names match the regular expression (ECMAScript, anchored at
+//                                     the start as Python's re.match), at the collected steps.
+//   collect_train_lineage (on)        an hparams session (TensorBoard's HParams view): model (the
+//                                     network's class name), batch_size, epoch_num, seed
+//                                     (backend::global_seed()), and every custom_lineage_data entry
+//                                     (learning_rate, optimizer..., overriding those) as hparams, with metrics "loss" and, with
+//                                     collect_eval_lineage, "accuracy" (the final accuracy is the
+//                                     last "accuracy" scalar). Ended STATUS_SUCCESS at
+//                                     on_train_end; STATUS_FAILURE when the collector is destroyed
+//                                     before that (training ended by an exception).
+//   collect_eval_lineage (on)         see above.
+//
+// Not collected: gradients' histograms and norms. TrainOneStepCell's step graph outputs only the
+// loss and the new weights / states, so no gradient tensor reaches a callback; this needs the step
+// to also return the gradients (a TrainOneStepCell option) before it can be added.
+//
+// Everything queued is written when training ends (flush at on_train_end) and when the collector
+// is destroyed, also during stack unwinding.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+
+#include "core/ir/tensor.h"
+#include "nn/callback.h"
+#include "summary/summary_record.h"
+
+namespace loom::summary {
+
+struct CollectSpecifiedData {
+  std::optional<bool> collect_metric;
+  std::optional<bool> collect_learning_rate;
+  std::optional<bool> collect_graph;
+  std::optional<bool> collect_input_data;
+  std::optional<std::string> histogram_regular;
+  std::optional<bool> collect_train_lineage;
+  std::optional<bool> collect_eval_lineage;
+};
+
+struct SummaryCollectorOptions {
+  std::int64_t collect_freq = 10;  // in steps; ValueError when < 1
+  CollectSpecifiedData collect_specified_data;
+  bool keep_default_action = true;
+  std::int64_t max_file_size = 0;  // bytes per event file; 0: no limit
+  std::map<std::string, HParamValue> custom_lineage_data;
+};
+
+class SummaryCollector : public nn::Callback {
+ public:
+  // Creates summary_dir and its event file. ValueError on collect_freq < 1 or a bad regex.
+  explicit SummaryCollector(std::string summary_dir, SummaryCollectorOptions options = {});
+  ~SummaryCollector() override;
+
+  void on_train_begin(nn::RunContext& rc) override;
+  void on_train_step_end(nn::RunContext& rc) override;
+  void on_train_epoch_end(nn::RunContext& rc) override;
+  void on_train_end(nn::RunContext& rc) override;
+  void on_eval_end(nn::RunContext& rc) override;
+
+  // Input images to record once, at the next collected step (when collect_input_data is on).
+  void set_input_images(const Tensor& images);
+
+  SummaryRecord& record() { return *record_; }
+
+ private:
+  bool want(const std::optional<bool>& flag) const;
+  void record_metrics(const std::map<std::string, double>& metrics);
+  void start_lineage(nn::RunContext& rc);
+
+  SummaryCollectorOptions options_;
+  bool metric_, lr_, graph_, input_, train_lineage_, eval_lineage_;
+  std::optional<std::regex> histogram_regex_;  // unset with histograms on: the first five
+  bool histograms_ = false;
+  std::unique_ptr<SummaryRecord> record_;
+  Tensor pending_images_;
+  bool graph_done_ = false, first_step_ = true, session_open_ = false;
+  std::int64_t last_step_ = 0;
+};
+
+}  // namespace loom::summary

@@ -1,0 +1,33 @@
+// Histograms as TensorBoard expects them: TensorFlow's default bucket limits (tensorflow/core/lib/
+// histogram/histogram.cc) and its HistogramProto encoding.
+//
+// Limits: -DBL_MAX, -1e-12·1.1^K, ..., -1e-12, 0, 1e-12, 1e-12·1.1, ..., 1e-12·1.1^K, DBL_MAX
+// (K the last k with 1e-12·1.1^k < 1e20; each limit is computed by repeated multiplication, as
+// TensorFlow does). A value x counts in the bucket of the first limit > x, so bucket i holds
+// [limit[i-1], limit[i]). HistogramProto lists, in order, each non-empty bucket and each run of
+// empty buckets collapsed into one entry (count 0, limit = the run's last limit); an empty
+// histogram has the single entry (DBL_MAX, 0). NaN and ±inf are left out (TensorFlow's histogram
+// has no bucket for them) and counted in the returned `skipped`.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/ir/tensor.h"
+#include "summary/proto/tensorboard.pb.h"
+
+namespace loom::summary {
+
+const std::vector<double>& default_bucket_limits();
+
+struct Histogram {
+  tb::HistogramProto proto;
+  std::int64_t skipped = 0;  // NaN and ±inf values left out
+};
+
+Histogram make_histogram(std::span<const double> values);
+// Any numeric dtype (values converted to double).
+Histogram make_histogram(const Tensor& t);
+
+}  // namespace loom::summary

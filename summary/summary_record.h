@@ -1,0 +1,144 @@
+// SummaryRecord: MindSpore's SummaryRecord for TensorBoard. One writer per run (and rank) writes
+// one event file (events.out.tfevents.<secs>.<host>.<pid>.<n>, summary/event_writer.h) into
+// log_dir, starting a new file past max_file_size.
+//
+//   summary::SummaryRecord rec("runs/lenet");
+//   rec.add_scalar("loss", 0.25, step);
+//   rec.add_histogram("fc.weight", weight, step);
+//   rec.add_image("input", batch, step);          // CHW / HWC / NCHW batch, PNG-encoded
+//   rec.add_text("note", "hello", 0);
+//   rec.add_graph(*module.entry());              // name scopes from the Cell scopes
+//   rec.add_hparams({{"lr", 0.1}, {"optimizer", "Momentum"}}, {"accuracy"});
+//   rec.add_scalar("accuracy", 0.98, step);      // the hparams metric
+//   rec.end_hparams_session(true);
+//   // ~SummaryRecord flushes and closes
+//
+// Each add_* builds its Event on the caller's thread (tensors are read at the call, so a later
+// in-place update of a weight does not change what is recorded) and queues it; a background
+// thread frames and writes the events in call order. flush() returns once every event queued
+// before it is written to the OS. close() (and the destructor, also during stack unwinding)
+// writes everything queued and closes the file: nothing queued is lost when training ends
+// normally or by an exception. At most `max_queue` events wait; add_* blocks while the queue is
+// full. A write error on the background thread is rethrown (as loom::Error) by the next add_*,
+// flush() or close(); the destructor swallows it.
+//
+// The encodings (shared/formats.md §3.2): scalars as Value.simple_value; histograms as
+// Value.histo with TensorFlow's default buckets (summary/histogram.h); images as Value.image (PNG,
+// colorspace = channels); text as a DT_STRING scalar tensor with plugin "text"; graphs as
+// Event.graph_def (a serialized GraphDef, summary/graph.h); hparams as the hparams plugin's
+// summaries (tags "_hparams_/experiment", "_hparams_/session_start_info",
+// "_hparams_/session_end_info", plugin "hparams", content a serialized HParamsPluginData version
+// 0, tensor DT_FLOAT of shape [0]), in the same run, as tensorboardX does.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "core/ir/tensor.h"
+#include "summary/png.h"
+#include "summary/proto/tensorboard.pb.h"
+
+namespace loom::ir {
+class FuncGraph;
+}
+namespace loom::runtime {
+class Executable;
+}
+
+namespace loom::summary {
+
+class EventFileWriter;
+
+struct SummaryOptions {
+  std::int64_t max_file_size = 0;  // bytes per file; 0: one file
+  std::string filename_suffix;     // appended to each file name
+  std::size_t max_queue = 1024;    // events waiting for the background thread
+};
+
+// A hyper-parameter value: a number, a string or a bool (TensorBoard's three kinds).
+class HParamValue {
+ public:
+  template <class T>
+    requires std::is_arithmetic_v<T>
+  HParamValue(T v) {  // NOLINT(google-explicit-constructor)
+    if constexpr (std::is_same_v<T, bool>) {
+      v_ = v;
+    } else {
+      v_ = static_cast<double>(v);
+    }
+  }
+  HParamValue(std::string s) : v_(std::move(s)) {}  // NOLINT
+  HParamValue(const char* s) : v_(std::string(s)) {}  // NOLINT
+  const std::variant<double, std::string, bool>& get() const { return v_; }
+
+ private:
+  std::variant<double, std::string, bool> v_;
+};
+
+class SummaryRecord {
+ public:
+  // Creates log_dir and the first event file. Throws loom::Error when it cannot.
+  explicit SummaryRecord(std::string log_dir, SummaryOptions options = {});
+  ~SummaryRecord();
+  SummaryRecord(const SummaryRecord&) = delete;
+  SummaryRecord& operator=(const SummaryRecord&) = delete;
+
+  void add_scalar(const std::string& tag, double value, std::int64_t step);
+  // Any numeric tensor. NaN / ±inf values are left out of the buckets (summary/histogram.h).
+  void add_histogram(const std::string& tag, const Tensor& values, std::int64_t step);
+  void add_histogram(const std::string& tag, std::span<const double> values, std::int64_t step);
+  // summary/png.h image_from_tensor: HW, CHW / HWC, or a batch NCHW / NHWC tiled 8 wide.
+  void add_image(const std::string& tag, const Tensor& image, std::int64_t step,
+                 ImageLayout layout = ImageLayout::kAuto);
+  void add_text(const std::string& tag, const std::string& text, std::int64_t step);
+  void add_graph(const tb::GraphDef& graph, std::int64_t step = 0);
+  void add_graph(const ir::FuncGraph& graph, std::int64_t step = 0);
+  void add_graph(const runtime::Executable& exe, std::int64_t step = 0);
+  // Starts an hparams session: the Experiment (every hparam with its type; every metric tag, whose
+  // values are this run's scalars of that tag) and the SessionStartInfo with the values.
+  void add_hparams(const std::map<std::string, HParamValue>& hparams,
+                   const std::vector<std::string>& metric_tags, std::int64_t step = 0);
+  // SessionEndInfo with STATUS_SUCCESS or STATUS_FAILURE.
+  void end_hparams_session(bool success, std::int64_t step = 0);
+  // Any event (its wall_time is set when 0).
+  void add_event(tb::Event event);
+
+  void flush();
+  void close();
+
+  const std::string& log_dir() const { return log_dir_; }
+  // The event files written so far (full paths, in order).
+  std::vector<std::string> files() const;
+
+ private:
+  void enqueue(tb::Event event);
+  void worker();
+  void rethrow_pending_error();  // caller holds mu_
+
+  std::string log_dir_;
+  SummaryOptions options_;
+  std::unique_ptr<EventFileWriter> writer_;  // touched only by the worker once it runs
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;          // worker: work or closing
+  std::condition_variable done_cv_;     // callers: progress
+  std::deque<tb::Event> queue_;
+  std::uint64_t enqueued_ = 0, flushed_ = 0;
+  bool closing_ = false, closed_ = false;
+  std::exception_ptr error_;
+  std::vector<std::string> files_;
+  std::thread thread_;
+};
+
+}  // namespace loom::summary
