@@ -211,6 +211,7 @@ void Model::train(std::int64_t epochs, const data::DatasetPtr& dataset,
       ++rc.cur_step_num;
       rc.step_in_epoch = i + 1;
       rc.batch_size = x.rank() >= 1 ? x.dim(0) : 1;
+      rc.data = x;
       rc.data_wait_seconds = wait;
       for (Callback* cb : callbacks) cb->on_train_step_begin(rc);
 

@@ -48,6 +48,7 @@ struct TrainOneStepCell::Compiled {
   std::vector<Parameter*> weights;     // every graph weight, in parameter order after the inputs
   std::vector<Tensor*> updated;        // per new-weight/state output leaf (after the loss): target
   std::vector<std::string> state_names;
+  std::vector<std::string> gradient_names;  // when return_gradients: the trailing outputs
   std::unique_ptr<runtime::Executable> exe;  // graph mode
 };
 
@@ -114,7 +115,8 @@ std::string signature(const Tensor& t) {
 TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
                                                            const Tensor& label) {
   const std::string key = signature(data) + ";" + signature(label) +
-                          (net_->training() ? ";train" : ";eval");
+                          (net_->training() ? ";train" : ";eval") +
+                          (return_gradients_ ? ";grads" : "");
   auto found = cache_.find(key);
   if (found != cache_.end()) return *found->second;
 
@@ -279,6 +281,12 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
   outs.insert(outs.end(), new_weights.begin(), new_weights.end());
   outs.insert(outs.end(), new_states.begin(), new_states.end());
   outs.insert(outs.end(), new_values.begin(), new_values.end());
+  if (return_gradients_) {  // after every donated output, so the donation indices hold
+    for (std::size_t k = 0; k < slots.size(); ++k) {
+      outs.push_back(e.tuple_get(grads, static_cast<std::int64_t>(k)));
+      c->gradient_names.push_back(t.weights[slots[k].weight]->name);
+    }
+  }
   step->set_output(e.node_of(e.make_tuple(outs)));
   m.set_entry(step);
   passes::infer_graph(step);
@@ -343,7 +351,16 @@ Tensor TrainOneStepCell::step(const Tensor& data, const Tensor& label) {
     }
   }
   steps_ = t;
-  return out.elements()[0].as_tensor();
+  last_graph_ = c.graph;
+  gradients_.clear();
+  const auto& el = out.elements();
+  const std::size_t first_grad = 1 + c.updated.size();
+  for (std::size_t i = 0; i < c.gradient_names.size(); ++i) {
+    gradients_.emplace_back(c.gradient_names[i], el[first_grad + i].as_tensor());
+  }
+  return el[0].as_tensor();
 }
+
+void TrainOneStepCell::set_return_gradients(bool on) { return_gradients_ = on; }
 
 }  // namespace loom::nn

@@ -47,11 +47,16 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/ir/tensor.h"
 #include "nn/cell.h"
 #include "nn/context.h"
+
+namespace loom::ir {
+class FuncGraph;
+}  // namespace loom::ir
 
 namespace loom::runtime {
 class Executable;
@@ -116,6 +121,14 @@ class TrainOneStepCell {
   // Sets the number of steps done (Adam's bias corrections use it).
   void set_num_steps(std::int64_t steps);
   const OptimizerSpec& optimizer() const { return opt_; }
+  // With return_gradients on, each step also outputs the gradient of every trainable parameter
+  // (extra step outputs, so one more compilation per signature; off by default), readable after
+  // the step as gradients(): (parameter name, gradient) in parameter order. Summaries use it.
+  void set_return_gradients(bool on);
+  bool return_gradients() const { return return_gradients_; }
+  const std::vector<std::pair<std::string, Tensor>>& gradients() const { return gradients_; }
+  // The step graph the last step ran (null before the first step). Lives as long as this cell.
+  const ir::FuncGraph* step_graph() const { return last_graph_; }
   Cell& network() { return *net_; }
   // The Executable the last graph-mode step ran (null before the first or in PyNative mode).
   const runtime::Executable* last_executable() const { return last_; }
@@ -133,6 +146,9 @@ class TrainOneStepCell {
   double compile_seconds_ = 0;
   std::int64_t steps_ = 0;
   const runtime::Executable* last_ = nullptr;
+  const ir::FuncGraph* last_graph_ = nullptr;
+  bool return_gradients_ = false;
+  std::vector<std::pair<std::string, Tensor>> gradients_;
 };
 
 }  // namespace loom::nn

@@ -265,6 +265,41 @@ TEST(Train, ANewInputShapeCompilesOnceMore) {
   EXPECT_EQ(train.num_steps(), 5);
 }
 
+// return_gradients: the step also outputs each trainable parameter's gradient. On a first
+// Momentum step (zero moments) the update is w' = w - lr * g, so g = (w - w') / lr.
+TEST(Train, ReturnsTheGradientsWhenAsked) {
+  Mlp m = make_mlp();
+  const double lr = 0.5;
+  TrainOneStepCell train(m.net, {.kind = OptimizerKind::kMomentum, .learning_rate = lr});
+  const Tensor x = data(), y = label();
+  EXPECT_EQ(train.step_graph(), nullptr);
+  train.step(x, y);
+  EXPECT_TRUE(train.gradients().empty());
+  ASSERT_NE(train.step_graph(), nullptr);
+  train.set_return_gradients(true);
+  std::vector<std::vector<double>> before;
+  std::vector<std::string> names;
+  for (auto& [name, p] : m.net->parameters_and_names()) {
+    before.push_back(p->value.to_doubles());
+    names.push_back(name);
+  }
+  // Zero the moments so that this step is a plain gradient step.
+  for (const auto& [name, t] : train.states()) train.set_state(name, Tensor(t.dtype(), t.shape()));
+  train.step(x, y);
+  EXPECT_EQ(train.num_compilations(), 2u);
+  ASSERT_EQ(train.gradients().size(), names.size());
+  std::size_t k = 0;
+  for (auto& [name, p] : m.net->parameters_and_names()) {
+    EXPECT_EQ(train.gradients()[k].first, name);
+    const std::vector<double> after = p->value.to_doubles(), g = train.gradients()[k].second.to_doubles();
+    ASSERT_EQ(g.size(), after.size());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      EXPECT_NEAR(g[i], (before[k][i] - after[i]) / lr, 1e-12) << name << "[" << i << "]";
+    }
+    ++k;
+  }
+}
+
 TEST(Train, RejectsBadHyperParameters) {
   Mlp m = make_mlp();
   EXPECT_THROW(TrainOneStepCell(m.net, {.kind = OptimizerKind::kAdam, .beta1 = 1.0}), ValueError);
