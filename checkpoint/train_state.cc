@@ -81,14 +81,6 @@ ResumePoint restore_training_state(nn::Model& model, const Checkpoint& ck) {
   }
 
   nn::TrainOneStepCell& step = model.build_train_network();
-  if (const Tensor* lr = ck.find("learning_rate")) {
-    const double saved = lr->get(0);
-    const double now = static_cast<float>(step.optimizer().learning_rate);
-    if (saved != now) {
-      throw ValueError("restore_training_state: the checkpoint's learning_rate is " +
-                       ir::format_f64(saved) + ", this run's " + ir::format_f64(now));
-    }
-  }
   // Parameters: every one must be there (a resumed run must not train from fresh weights).
   const auto [param_not_load, unused] =
       load_param_into_net(model.network(), ck.tensors, /*strict_load=*/true);

@@ -13,8 +13,8 @@
 //   - every parameter of the network (parameters_and_names: weights, BatchNorm's moving
 //     statistics, Dropout's keys) under its own name, as MindSpore writes them;
 //   - the optimizer states ("moments.<name>", "moment1.<name>", "moment2.<name>");
-//   - MindSpore's optimizer extras: "learning_rate" (Float32, 0-d) and "global_step" (Int32, (1)),
-//     the number of steps done;
+//   - MindSpore's optimizer extras: "learning_rate" (Float32, 0-d: the rate of the last step) and
+//     "global_step" (Int32, (1)), the number of steps done;
 //   - MindSpore's append_info: "epoch_num" and "step_num" (Int64, 0-d: the 1-based epoch and the
 //     global step count at the save);
 //   - loom's resume position: "loom.seed" (the global seed: the data order and every random draw
@@ -50,7 +50,8 @@ struct ResumePoint {
 // Loads a training checkpoint into the model: parameters (strict: every network parameter must
 // be present with its dtype and shape), optimizer states, the step count. ValueError when a
 // parameter or state is missing, when it was saved with another seed than backend::global_seed()
-// (the data order would differ), or when the optimizer's learning rate differs.
+// (the data order would differ). The learning rate is not restored: a schedule computes it from
+// the step.
 ResumePoint restore_training_state(nn::Model& model, const Checkpoint& ck);
 
 struct CheckpointConfig {

@@ -96,6 +96,14 @@ void TrainOneStepCell::set_state(const std::string& name, const Tensor& value) {
   if (dst.nbytes() > 0) std::memcpy(dst.raw_data(), value.raw_data(), dst.nbytes());
 }
 
+void TrainOneStepCell::set_learning_rate(double lr) {
+  if (!(lr >= 0)) {
+    throw ValueError("TrainOneStepCell.set_learning_rate: expected a value >= 0, got " +
+                     ir::format_f64(lr));
+  }
+  opt_.learning_rate = lr;
+}
+
 void TrainOneStepCell::set_num_steps(std::int64_t steps) {
   if (steps < 0) {
     throw ValueError("TrainOneStepCell.set_num_steps: expected steps >= 0, got " +
@@ -148,7 +156,8 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
                                           .return_value = true});
   passes::infer_graph(g);
 
-  // The step graph: (data, label, weights..., states..., [beta1_power, beta2_power]).
+  // The step graph: (data, label, weights..., states..., learning_rate, [beta1_power,
+  // beta2_power]).
   ir::Module& m = *t.module;
   ir::FuncGraph* step = m.add_graph("train_step");
   std::vector<ir::Node*> call_args;
@@ -195,6 +204,9 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
     slots.push_back(std::move(s));
   }
   const DType pow_dtype = t.weights[slots[0].weight]->value.dtype();
+  // The learning rate is a step input, so a schedule changes it without a new compilation.
+  ir::Parameter* learning_rate =
+      step->add_parameter("learning_rate", Abstract::tensor(pow_dtype, {}));
   ir::Parameter* beta1_power = nullptr;
   ir::Parameter* beta2_power = nullptr;
   if (adam) {
@@ -232,7 +244,8 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
     Parameter* p = t.weights[s.weight];
     const ops::Var w(static_cast<ir::Node*>(w_params[s.weight]));
     const ops::Var grad = e.tuple_get(grads, static_cast<std::int64_t>(k));
-    const ops::Var lr = e.scalar_like(w, opt_.learning_rate);
+    ops::Var lr(static_cast<ir::Node*>(learning_rate));
+    if (p->value.dtype() != pow_dtype) lr = e.cast(lr, p->value.dtype());
     if (!adam) {
       auto [w2, acc2] = optim::momentum_update(
           e, w, ops::Var(static_cast<ir::Node*>(s.states[0])), grad, lr, opt_.momentum,
@@ -293,7 +306,7 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
   passes::PassManager::parse("inline,simplify,dce").run(m);
   ir::verify(m);
   if (m.entry() != step || step->parameters().size() != call_args.size() +
-                                                           slots.size() * prefixes.size() +
+                                                           slots.size() * prefixes.size() + 1 +
                                                            (adam ? 2 : 0)) {
     throw InternalError("TrainOneStepCell: the passes changed the step graph's signature");
   }
@@ -332,8 +345,9 @@ Tensor TrainOneStepCell::step(const Tensor& data, const Tensor& label) {
   for (Parameter* p : c.weights) args.push_back(Value::tensor(p->value));
   for (const std::string& name : c.state_names) args.push_back(Value::tensor(states_.at(name)));
   const std::int64_t t = steps_ + 1;
+  const DType dt = c.graph->parameters()[args.size()]->abstract()->dtype();
+  args.push_back(Value::tensor(Tensor::scalar(dt, opt_.learning_rate)));
   if (opt_.kind == OptimizerKind::kAdam) {
-    const DType dt = c.graph->parameters()[args.size()]->abstract()->dtype();
     args.push_back(Value::tensor(Tensor::scalar(dt, std::pow(opt_.beta1, static_cast<double>(t)))));
     args.push_back(Value::tensor(Tensor::scalar(dt, std::pow(opt_.beta2, static_cast<double>(t)))));
   }

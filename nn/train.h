@@ -118,6 +118,9 @@ class TrainOneStepCell {
   // against the parameter's: ValueError naming it); afterwards the value is copied into the
   // existing storage (ValueError on a dtype or shape mismatch).
   void set_state(const std::string& name, const Tensor& value);
+  // The learning rate of the next steps (a step input: no new compilation). Schedules call it
+  // before each step; ValueError when negative.
+  void set_learning_rate(double lr);
   // Sets the number of steps done (Adam's bias corrections use it).
   void set_num_steps(std::int64_t steps);
   const OptimizerSpec& optimizer() const { return opt_; }

@@ -300,6 +300,26 @@ TEST(Train, ReturnsTheGradientsWhenAsked) {
   }
 }
 
+// The learning rate is a step input: changing it takes effect at the next step without a new
+// compilation (schedules rely on it). With zero moments, a step moves w by lr * g exactly.
+TEST(Train, TheLearningRateChangesWithoutRecompiling) {
+  Mlp a = make_mlp(), b = make_mlp();
+  TrainOneStepCell ta(a.net, {.kind = OptimizerKind::kMomentum, .learning_rate = 0.1, .momentum = 0});
+  TrainOneStepCell tb(b.net, {.kind = OptimizerKind::kMomentum, .learning_rate = 0.3, .momentum = 0});
+  const Tensor x = data(), y = label();
+  ta.set_learning_rate(0.3);
+  ta.step(x, y);
+  tb.step(x, y);
+  auto pa = a.net->parameters_and_names(), pb = b.net->parameters_and_names();
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_TRUE(pa[i].second->value.bitwise_equal(pb[i].second->value)) << pa[i].first;
+  }
+  ta.set_learning_rate(0.05);
+  ta.step(x, y);
+  EXPECT_EQ(ta.num_compilations(), 1u);
+  EXPECT_THROW(ta.set_learning_rate(-1), ValueError);
+}
+
 TEST(Train, RejectsBadHyperParameters) {
   Mlp m = make_mlp();
   EXPECT_THROW(TrainOneStepCell(m.net, {.kind = OptimizerKind::kAdam, .beta1 = 1.0}), ValueError);
