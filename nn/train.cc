@@ -235,6 +235,20 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
   const ops::Var fwd_out = e.tuple_get(result, 0);
   const ops::Var loss = has_updates ? e.tuple_get(fwd_out, 0) : fwd_out;
   const ops::Var grads = e.tuple_get(result, 1);
+  std::vector<ops::Var> grad_of(slots.size());
+  std::vector<std::string> grad_names;
+  for (std::size_t k = 0; k < slots.size(); ++k) {
+    grad_of[k] = e.tuple_get(grads, static_cast<std::int64_t>(k));
+    grad_names.push_back(t.weights[slots[k].weight]->name);
+  }
+  if (reducer_) {
+    grad_of = reducer_(e, grad_of, grad_names);
+    if (grad_of.size() != slots.size()) {
+      throw ValueError("TrainOneStepCell: the gradient reducer returned " +
+                       std::to_string(grad_of.size()) + " gradients for " +
+                       std::to_string(slots.size()) + " parameters");
+    }
+  }
 
   std::vector<ops::Var> new_weights, new_states;
   std::vector<Tensor*> weight_targets, state_targets;
@@ -243,7 +257,7 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
     const Slot& s = slots[k];
     Parameter* p = t.weights[s.weight];
     const ops::Var w(static_cast<ir::Node*>(w_params[s.weight]));
-    const ops::Var grad = e.tuple_get(grads, static_cast<std::int64_t>(k));
+    const ops::Var grad = grad_of[k];
     ops::Var lr(static_cast<ir::Node*>(learning_rate));
     if (p->value.dtype() != pow_dtype) lr = e.cast(lr, p->value.dtype());
     if (!adam) {
@@ -296,8 +310,8 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
   outs.insert(outs.end(), new_values.begin(), new_values.end());
   if (return_gradients_) {  // after every donated output, so the donation indices hold
     for (std::size_t k = 0; k < slots.size(); ++k) {
-      outs.push_back(e.tuple_get(grads, static_cast<std::int64_t>(k)));
-      c->gradient_names.push_back(t.weights[slots[k].weight]->name);
+      outs.push_back(grad_of[k]);
+      c->gradient_names.push_back(grad_names[k]);
     }
   }
   step->set_output(e.node_of(e.make_tuple(outs)));
@@ -376,5 +390,12 @@ Tensor TrainOneStepCell::step(const Tensor& data, const Tensor& label) {
 }
 
 void TrainOneStepCell::set_return_gradients(bool on) { return_gradients_ = on; }
+
+void TrainOneStepCell::set_gradient_reducer(GradientReducer reducer) {
+  if (!cache_.empty()) {
+    throw ValueError("TrainOneStepCell.set_gradient_reducer: set it before the first step");
+  }
+  reducer_ = std::move(reducer);
+}
 
 }  // namespace loom::nn

@@ -43,6 +43,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -130,6 +131,13 @@ class TrainOneStepCell {
   void set_return_gradients(bool on);
   bool return_gradients() const { return return_gradients_; }
   const std::vector<std::pair<std::string, Tensor>>& gradients() const { return gradients_; }
+  // A transform of the gradients between autodiff and the optimizer update, emitted into the step
+  // graph: gets every trainable parameter's gradient (parameter order) and name, returns the
+  // gradients to apply, one per parameter (data parallelism inserts its all-reduce here, as
+  // MindSpore's DistributedGradReducer does). Set it before the first step (ValueError after).
+  using GradientReducer = std::function<std::vector<ops::Var>(
+      ops::Emitter& e, const std::vector<ops::Var>& grads, const std::vector<std::string>& names)>;
+  void set_gradient_reducer(GradientReducer reducer);
   // The step graph the last step ran (null before the first step). Lives as long as this cell.
   const ir::FuncGraph* step_graph() const { return last_graph_; }
   Cell& network() { return *net_; }
@@ -151,6 +159,7 @@ class TrainOneStepCell {
   const runtime::Executable* last_ = nullptr;
   const ir::FuncGraph* last_graph_ = nullptr;
   bool return_gradients_ = false;
+  GradientReducer reducer_;
   std::vector<std::pair<std::string, Tensor>> gradients_;
 };
 

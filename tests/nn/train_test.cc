@@ -320,6 +320,32 @@ TEST(Train, TheLearningRateChangesWithoutRecompiling) {
   EXPECT_THROW(ta.set_learning_rate(-1), ValueError);
 }
 
+// The gradient reducer sits between autodiff and the update: scaling every gradient by 3 equals
+// tripling the learning rate (with momentum 0: w' = w - lr * g).
+TEST(Train, TheGradientReducerTransformsTheGradientsBeforeTheUpdate) {
+  Mlp a = make_mlp(), b = make_mlp();
+  TrainOneStepCell ta(a.net, {.kind = OptimizerKind::kMomentum, .learning_rate = 0.25, .momentum = 0});
+  TrainOneStepCell tb(b.net, {.kind = OptimizerKind::kMomentum, .learning_rate = 0.75, .momentum = 0});
+  std::vector<std::string> seen;
+  ta.set_gradient_reducer([&](ops::Emitter& e, const std::vector<ops::Var>& grads,
+                              const std::vector<std::string>& names) {
+    seen = names;
+    std::vector<ops::Var> out;
+    for (const ops::Var& g : grads) out.push_back(e.mul(g, e.scalar_like(g, 3.0)));
+    return out;
+  });
+  const Tensor x = data(), y = label();
+  ta.step(x, y);
+  tb.step(x, y);
+  EXPECT_EQ(seen, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
+  auto pa = a.net->parameters_and_names(), pb = b.net->parameters_and_names();
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    const auto va = pa[i].second->value.to_doubles(), vb = pb[i].second->value.to_doubles();
+    for (std::size_t j = 0; j < va.size(); ++j) EXPECT_NEAR(va[j], vb[j], 1e-14) << pa[i].first;
+  }
+  EXPECT_THROW(ta.set_gradient_reducer(nullptr), ValueError);
+}
+
 TEST(Train, RejectsBadHyperParameters) {
   Mlp m = make_mlp();
   EXPECT_THROW(TrainOneStepCell(m.net, {.kind = OptimizerKind::kAdam, .beta1 = 1.0}), ValueError);
