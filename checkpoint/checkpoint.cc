@@ -170,7 +170,9 @@ std::string serialize_checkpoint(const Checkpoint& ck, const SaveOptions& option
     pb::TensorProto* tp = v.mutable_tensor();
     tp->add_dims(0);
     tp->set_tensor_type("str");
-    tp->set_tensor_content(utf8_to_utf32le(text, name));
+    // numpy's unicode dtype is at least one code unit wide: MindSpore writes "" as one U+0000
+    // (4 zero bytes), and its reader fails on empty content ("itemsize cannot be zero in type").
+    tp->set_tensor_content(text.empty() ? std::string(4, '\0') : utf8_to_utf32le(text, name));
     append_value(out, v);
   }
   if (options.crc) {
@@ -352,7 +354,11 @@ Checkpoint parse_checkpoint(const void* data_ptr, std::size_t size, const std::s
         throw error(place + ": a str value must hold UTF-32 code units (a multiple of 4 bytes), "
                             "got " + std::to_string(pending.content.size()) + " bytes");
       }
-      ck.strings.emplace_back(pending.tag, utf32le_to_utf8(pending.content, what, pending.tag));
+      // numpy's unicode strings (which MindSpore reads these as) end at trailing U+0000s: "" is
+      // written as one U+0000. U+0000 is the only code point with a 0x00 byte in UTF-8.
+      std::string text = utf32le_to_utf8(pending.content, what, pending.tag);
+      while (!text.empty() && text.back() == '\0') text.pop_back();
+      ck.strings.emplace_back(pending.tag, std::move(text));
       return;
     }
     const TypeInfo* info = nullptr;

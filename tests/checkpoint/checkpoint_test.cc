@@ -141,6 +141,22 @@ TEST(Checkpoint, StringsAreUtf32AsNumpyWritesThem) {
   EXPECT_EQ(back.strings[0].second, "Ωk");
 }
 
+// Regression (found by tests/checkpoint/interop/mindspore_check.py against MindSpore 2.10):
+// numpy's unicode strings are at least one code unit wide and end at trailing U+0000s. MindSpore
+// writes "" as 4 zero bytes and reads them back as ""; its reader fails on an empty content
+// ("itemsize cannot be zero in type"), which loom used to write for "".
+TEST(Checkpoint, EmptyStringsAreOneNulAsNumpyWritesThem) {
+  const std::string bytes = serialize_checkpoint(Checkpoint{{}, {{"s", ""}}});
+  // Value{tag "s", tensor{dims 0, type "str", content 00 00 00 00}}, as MindSpore 2.10 writes it.
+  EXPECT_EQ(bytes, std::string("\x0A\x12\x0A\x01s\x12\x0D\x08\x00\x12\x03str\x1A\x04\x00\x00\x00\x00",
+                               20));
+  const Checkpoint back = parse_checkpoint(bytes.data(), bytes.size(), "x.ckpt");
+  EXPECT_EQ(back.strings, (std::vector<std::pair<std::string, std::string>>{{"s", ""}}));
+  // Trailing U+0000s end the string, as numpy reads it ("ab\0" is "ab").
+  std::string padded = serialize_checkpoint(Checkpoint{{}, {{"t", std::string("ab\0\0", 4)}}});
+  EXPECT_EQ(parse_checkpoint(padded.data(), padded.size(), "x.ckpt").strings[0].second, "ab");
+}
+
 TEST(Checkpoint, CrcTrailerIsWrittenOnRequestAndChecked) {
   TempDir dir;
   const std::string path =
