@@ -9,8 +9,10 @@ std::string_view device_name(Device device) {
   return device == Device::kCPU ? "CPU" : "CUDA";
 }
 
-const KernelRegistry& KernelRegistry::global() {
-  static const KernelRegistry* registry = [] {
+const KernelRegistry& KernelRegistry::global() { return global_mutable(); }
+
+KernelRegistry& KernelRegistry::global_mutable() {
+  static KernelRegistry* registry = [] {
     auto* r = new KernelRegistry();
     register_cpu_math_kernels(*r);
     register_cpu_activation_kernels(*r);

@@ -44,6 +44,9 @@ class KernelRegistry {
  public:
   // Every built-in kernel (filled on first use).
   static const KernelRegistry& global();
+  // The same registry, for a room that registers kernels at run time (parallel::init adds the
+  // communication kernels, so that backends/ does not depend on MPI). Add before compiling.
+  static KernelRegistry& global_mutable();
 
   // The dtype key is the dtype of the op's input OpDef::kernel_dtype_from (usually the first),
   // or of its first output (-1, or an op without inputs). Throws InternalError on a duplicate.

@@ -104,6 +104,9 @@ struct OpDef {
   BpropFn bprop;                  // empty when not differentiable
   std::string not_differentiable_because;  // required when bprop is empty
   std::string summary;            // one line for `loom ops` and docs/ops.md
+  // The kernels are registered at run time by another room (parallel::init for the
+  // communication ops), not by backends/: absent from a process that did not initialise it.
+  bool runtime_kernels = false;
 };
 
 class Registry {
@@ -143,6 +146,7 @@ void register_array_ops(Registry& r);
 void register_reduce_ops(Registry& r);
 void register_optimizer_ops(Registry& r);
 void register_fused_ops(Registry& r);
+void register_comm_ops(Registry& r);
 
 // One step of a FusedElementwise program (ops/fused_ops.cc): `op` applied to operands, each
 // an input index (< num_inputs) or num_inputs + the index of an earlier step.

@@ -57,6 +57,7 @@ const Registry& Registry::global() {
     register_reduce_ops(*r);
     register_optimizer_ops(*r);
     register_fused_ops(*r);
+    register_comm_ops(*r);
     return r;
   }();
   return *registry;
@@ -139,7 +140,7 @@ PrimitivePtr make_op(std::string_view name, Primitive::Attrs attrs) {
   const OpDef& op = Registry::global().get(name);
   for (const auto& [key, value] : attrs) {
     auto spec = std::find_if(op.attrs.begin(), op.attrs.end(),
-                             [&](const AttrSpec& s) { return s.name == key; });
+                             [&k = key](const AttrSpec& s) { return s.name == k; });
     if (spec == op.attrs.end()) {
       std::string known;
       for (const AttrSpec& s : op.attrs) known += (known.empty() ? "" : ", ") + s.name;
