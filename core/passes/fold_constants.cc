@@ -94,7 +94,10 @@ std::optional<Value> fold(const CNode* c, const ConstantEvaluator& evaluate) {
   if (!prim || !foldable_op(*prim)) return std::nullopt;
   std::vector<Value> args;
   std::vector<ir::AbstractPtr> abstracts;
-  for (const Node* in : c->inputs() | std::views::drop(1)) {
+  // An index loop, not `inputs() | std::views::drop(1)`: clang 14 (the LOOM_FUZZ compiler) cannot
+  // compile libstdc++ 12's ranges.
+  for (std::size_t i = 1; i < c->inputs().size(); ++i) {
+    const Node* in = c->inputs()[i];
     if (!in->is_value()) return std::nullopt;
     const Value& v = static_cast<const ir::ValueNode*>(in)->value();
     if (!is_data(v)) return std::nullopt;

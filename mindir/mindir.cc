@@ -1,0 +1,1139 @@
+// MindIR serialization and loading (mindir.h): everything but tracing a Cell (export.cc), so
+// that this part builds without nn/ (the LOOM_FUZZ build's clang 14 has no std::source_location,
+// which nn/ uses). The encodings follow docs/formats.md, "MindIR".
+#include "mindir/mindir.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/ir/anf.h"
+#include "core/ir/error.h"
+#include "core/passes/infer.h"
+#include "core/runtime/executable.h"
+#include "mindir/proto/mind_ir.pb.h"
+#include "ops/op.h"
+
+#ifndef LOOM_MINDIR_VERSION
+#define LOOM_MINDIR_VERSION "0.1.0"
+#endif
+
+namespace loom::mindir {
+
+namespace {
+
+using ir::Abstract;
+using ir::AbstractPtr;
+using ir::Value;
+using AP = mind_ir::AttributeProto;
+using TP = mind_ir::TensorProto;
+
+// ---------------------------------------------------------------------------------------------
+// dtypes
+
+int dtype_code(DType d) {
+  switch (d) {
+    case DType::kFloat32:
+      return TP::FLOAT;
+    case DType::kFloat64:
+      return TP::DOUBLE;  // 11, as the exporter writes tensors
+    case DType::kFloat16:
+      return TP::FLOAT16;
+    case DType::kBFloat16:
+      return TP::BFLOAT16;
+    case DType::kInt32:
+      return TP::INT32;
+    case DType::kInt64:
+      return TP::INT64;
+    case DType::kUInt8:
+      return TP::UINT8;
+    case DType::kBool:
+      return TP::BOOL;
+  }
+  return TP::UNDEFINED;
+}
+
+std::optional<DType> dtype_of_code(std::int64_t code) {
+  switch (code) {
+    case TP::FLOAT:
+      return DType::kFloat32;
+    case TP::DOUBLE:
+    case TP::FLOAT64:
+      return DType::kFloat64;
+    case TP::FLOAT16:
+      return DType::kFloat16;
+    case TP::BFLOAT16:
+      return DType::kBFloat16;
+    case TP::INT32:
+      return DType::kInt32;
+    case TP::INT64:
+      return DType::kInt64;
+    case TP::UINT8:
+      return DType::kUInt8;
+    case TP::BOOL:
+      return DType::kBool;
+    default:
+      return std::nullopt;
+  }
+}
+
+// The AttributeType of a scalar of dtype d.
+AP::AttributeType scalar_attr_type(DType d) {
+  switch (d) {
+    case DType::kBool:
+      return AP::BOOL;
+    case DType::kInt32:
+      return AP::INT32;
+    case DType::kInt64:
+      return AP::INT64;
+    case DType::kFloat32:
+      return AP::FLOAT;
+    case DType::kFloat64:
+      return AP::DOUBLE;
+    case DType::kUInt8:
+      return AP::UINT8;
+    case DType::kFloat16:
+      return AP::FLOAT16;
+    case DType::kBFloat16:
+      return AP::BFLOAT16;
+  }
+  return AP::UNDEFINED;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-op facts shared by the writer and the reader.
+
+bool is_pool(std::string_view op) { return op == "MaxPool" || op == "AvgPool"; }
+
+// Ops whose loom attribute MindSpore's attribute form passes as a Constant input (after the
+// tensor inputs), in input order.
+const std::vector<std::string>& const_input_attrs(std::string_view op) {
+  static const std::map<std::string, std::vector<std::string>, std::less<>> m = {
+      {"Reshape", {"shape"}},  {"Transpose", {"perm"}},    {"ReduceMean", {"axis"}},
+      {"ReduceSum", {"axis"}}, {"ReduceMax", {"axis"}},    {"ReduceMin", {"axis"}},
+      {"Tile", {"multiples"}}, {"BroadcastTo", {"shape"}}, {"ExpandDims", {"axis"}},
+  };
+  static const std::vector<std::string> none;
+  auto it = m.find(op);
+  return it == m.end() ? none : it->second;
+}
+
+// The primitive-function form (MindSpore >= 2.3): init arguments appended as Constant inputs,
+// in the order of MindSpore's op YAML (mindspore/ops/op_def/yaml). Names are MindSpore's;
+// data_format maps to loom's `format`.
+const std::vector<std::string>& prim_function_args(std::string_view op) {
+  static const std::map<std::string, std::vector<std::string>, std::less<>> m = {
+      {"MatMul", {"transpose_a", "transpose_b"}},
+      {"BatchMatMul", {"transpose_a", "transpose_b"}},
+      {"BiasAdd", {"data_format"}},
+      {"BatchNorm", {"is_training", "epsilon", "momentum", "data_format"}},
+      {"ReduceMean", {"axis", "keep_dims"}},
+      {"ReduceSum", {"axis", "keep_dims"}},
+      {"ReduceMax", {"axis", "keep_dims"}},
+      {"ReduceMin", {"axis", "keep_dims"}},
+      {"Softmax", {"axis"}},
+      {"LogSoftmax", {"axis"}},
+      {"AvgPool", {"kernel_size", "strides", "pad_mode", "data_format"}},
+      {"MaxPool", {"kernel_size", "strides", "pad_mode", "data_format"}},
+      {"Reshape", {"shape"}},
+      {"Transpose", {"perm"}},
+      {"ExpandDims", {"axis"}},
+      {"Tile", {"multiples"}},
+      {"BroadcastTo", {"shape"}},
+      {"Cast", {"dst_type"}},
+      {"ArgMax", {"axis", "output_type"}},
+      {"Concat", {"axis"}},
+      {"Gather", {"axis"}},
+  };
+  static const std::vector<std::string> none;
+  auto it = m.find(op);
+  return it == m.end() ? none : it->second;
+}
+
+struct Names {
+  std::vector<std::string> in, out;
+};
+
+// input_names / output_names as MindSpore's primitives declare them.
+std::optional<Names> io_names(std::string_view op) {
+  static const std::map<std::string, Names, std::less<>> m = {
+      {"Conv2D", {{"x", "w"}, {"output"}}},
+      {"MaxPool", {{"x"}, {"output"}}},
+      {"AvgPool", {{"x"}, {"output"}}},
+      {"MatMul", {{"x1", "x2"}, {"output"}}},
+      {"BiasAdd", {{"x", "b"}, {"output"}}},
+      {"ReLU", {{"x"}, {"output"}}},
+      {"ReLU6", {{"x"}, {"output"}}},
+      {"Sigmoid", {{"x"}, {"output"}}},
+      {"Tanh", {{"x"}, {"output"}}},
+      {"Reshape", {{"tensor", "shape"}, {"output"}}},
+      {"Transpose", {{"x", "perm"}, {"output"}}},
+      {"Add", {{"x", "y"}, {"output"}}},
+      {"Sub", {{"x", "y"}, {"output"}}},
+      {"Mul", {{"x", "y"}, {"output"}}},
+      {"RealDiv", {{"x", "y"}, {"output"}}},
+      {"Softmax", {{"x"}, {"output"}}},
+      {"ReduceMean", {{"input_x", "axis"}, {"y"}}},
+      {"ReduceSum", {{"input_x", "axis"}, {"y"}}},
+      {"ReduceMax", {{"input_x", "axis"}, {"y"}}},
+      {"BatchNorm",
+       {{"x", "scale", "offset", "mean", "variance"},
+        {"y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"}}},
+  };
+  auto it = m.find(op);
+  if (it == m.end()) return std::nullopt;
+  return it->second;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing values
+
+void set_tensor_meta(TP* t, DType dtype, const Shape& shape) {
+  for (std::int64_t d : shape) t->add_dims(d);
+  t->set_data_type(dtype_code(dtype));
+}
+
+void set_raw(TP* t, const Tensor& value) {
+  // Host byte order is little-endian on every platform loom builds for (checked at load).
+  t->set_raw_data(static_cast<const char*>(value.raw_data()), value.nbytes());
+}
+
+// A value as an attribute: `in_seq` selects the repeated element slots MindSpore's loader wants
+// inside tuples and lists.
+void encode_value(const Value& v, AP* a, bool in_seq) {
+  switch (v.kind()) {
+    case Value::Kind::kNone:
+      a->set_type(AP::NONE);
+      return;
+    case Value::Kind::kScalar: {
+      const ir::Scalar& s = v.as_scalar();
+      a->set_type(scalar_attr_type(s.dtype()));
+      if (s.dtype() == DType::kFloat32) {
+        const float f = static_cast<float>(s.as_double());
+        in_seq ? a->add_floats(f) : a->set_f(f);
+      } else if (s.dtype() == DType::kFloat64) {
+        in_seq ? a->add_doubles(s.as_double()) : a->set_d(s.as_double());
+      } else {
+        in_seq ? a->add_ints(s.as_int()) : a->set_i(s.as_int());
+      }
+      return;
+    }
+    case Value::Kind::kString:
+      a->set_type(AP::STRING);
+      in_seq ? a->add_strings(v.as_string()) : a->set_s(v.as_string());
+      return;
+    case Value::Kind::kDType: {
+      a->set_type(AP::TENSORS);
+      a->add_tensors()->set_data_type(dtype_code(v.as_dtype()));
+      return;
+    }
+    case Value::Kind::kTensor: {
+      a->set_type(AP::TENSORS);
+      TP* t = a->add_tensors();
+      t->set_name("value0");
+      set_tensor_meta(t, v.as_tensor().dtype(), v.as_tensor().shape());
+      set_raw(t, v.as_tensor());
+      return;
+    }
+    case Value::Kind::kTuple:
+      a->set_type(AP::TUPLE);
+      for (const Value& e : v.elements()) encode_value(e, a->add_values(), true);
+      return;
+    case Value::Kind::kPrimitive:
+    case Value::Kind::kGraph:
+      throw ValueError("MindIR export: expected a data value, got a " +
+                       std::string(Value::kind_name(v.kind())));
+  }
+}
+
+void add_attr(google::protobuf::RepeatedPtrField<AP>* attrs, const std::string& name,
+              const Value& v) {
+  AP* a = attrs->Add();
+  a->set_name(name);
+  encode_value(v, a, false);
+}
+
+Value string_list(const std::vector<std::string>& names) {
+  std::vector<Value> e;
+  for (const auto& n : names) e.push_back(Value::string(n));
+  return Value::tuple(std::move(e));
+}
+
+void encode_abstract(const Abstract& a, AP* out) {
+  switch (a.kind()) {
+    case Abstract::Kind::kTensor: {
+      out->set_type(AP::TENSORS);
+      TP* t = out->add_tensors();
+      t->set_data_type(dtype_code(a.dtype()));
+      if (a.has_rank()) {
+        for (std::int64_t d : a.shape()) t->add_dims(d);
+      }
+      return;
+    }
+    case Abstract::Kind::kScalar: {
+      out->set_type(AP::SCALAR);
+      TP* t = out->add_tensors();
+      t->set_data_type(dtype_code(a.dtype()));
+      t->add_dims(0);
+      return;
+    }
+    case Abstract::Kind::kTuple:
+      out->set_type(AP::TUPLE);
+      for (const AbstractPtr& e : a.elements()) encode_abstract(*e, out->add_values());
+      return;
+    default:
+      out->set_type(AP::NONE);
+      return;
+  }
+}
+
+// MindSpore's pad_list of a Conv2D: the padding actually applied, (top, bottom, left, right).
+Value conv_pad_list(const ir::Primitive& p, const Abstract* x) {
+  const std::string& mode = p.attr("pad_mode").as_string();
+  if (mode == "pad") return p.attr("pad");
+  if (mode != "same" || !x || !x->is_tensor() || !x->shape_known() || x->shape().size() != 4) {
+    return Value::ints({0, 0, 0, 0});
+  }
+  const auto k = p.attr("kernel_size").as_ints();
+  const auto s = p.attr("stride").as_ints();
+  const auto d = p.attr("dilation").as_ints();
+  if (k.size() != 2 || s.size() != 2 || d.size() != 2 || s[0] <= 0 || s[1] <= 0) {
+    return Value::ints({0, 0, 0, 0});
+  }
+  std::vector<std::int64_t> out;
+  for (int i = 0; i < 2; ++i) {
+    const std::int64_t in = x->shape()[2 + i];
+    const std::int64_t o = (in + s[i] - 1) / s[i];
+    const std::int64_t need =
+        std::max<std::int64_t>(0, (o - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in);
+    out.push_back(need / 2);
+    out.push_back(need - need / 2);
+  }
+  return Value::ints(out);
+}
+
+std::vector<std::int64_t> four(const std::vector<std::int64_t>& hw) {
+  if (hw.size() != 2) {
+    throw ValueError("MindIR export: expected an (h, w) pair, got " + std::to_string(hw.size()) +
+                     " values");
+  }
+  return {1, 1, hw[0], hw[1]};
+}
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The MindSpore primitive attributes of a loom primitive (attribute form).
+void encode_primitive(const ir::Primitive& p, const ir::CNode& node,
+                      google::protobuf::RepeatedPtrField<AP>* attrs) {
+  const std::string& op = p.name();
+  const auto& skip = const_input_attrs(op);
+  auto is_skipped = [&](const std::string& n) {
+    return std::find(skip.begin(), skip.end(), n) != skip.end();
+  };
+  for (const auto& [name, value] : p.attrs()) {
+    if (is_skipped(name)) continue;
+    if (op == "Conv2D" && (name == "stride" || name == "dilation")) {
+      add_attr(attrs, name, Value::ints(four(value.as_ints())));
+    } else if (op == "Conv2D" && name == "group") {
+      add_attr(attrs, "group", value);
+      add_attr(attrs, "groups", value);
+    } else if (op == "Conv2D" && name == "pad_mode") {
+      add_attr(attrs, name, Value::string(lower(value.as_string())));
+    } else if (op == "MaxPool" && (name == "kernel_size" || name == "strides")) {
+      // MaxPool keeps MindSpore's (1, 1, h, w) attributes; AvgPool, a primitive function from
+      // 2.3 on, takes loom's (h, w) pair as its kernel_size / strides inputs.
+      add_attr(attrs, name, Value::ints(four(value.as_ints())));
+    } else if (is_pool(op) && name == "pad_mode") {
+      add_attr(attrs, name, Value::string(upper(value.as_string())));
+    } else {
+      add_attr(attrs, name, value);
+    }
+  }
+  if (op == "Conv2D") {
+    const Abstract* x =
+        node.num_args() > 0 && node.arg(0)->abstract() ? node.arg(0)->abstract().get() : nullptr;
+    add_attr(attrs, "pad_list", conv_pad_list(p, x));
+  }
+  if (op == "MatMul") {
+    add_attr(attrs, "transpose_x1", p.attr("transpose_a"));
+    add_attr(attrs, "transpose_x2", p.attr("transpose_b"));
+  }
+  if (auto names = io_names(op)) {
+    AP* in = attrs->Add();
+    in->set_name("input_names");
+    encode_value(string_list(names->in), in, false);
+    in->set_type(AP::LIST);
+    AP* out = attrs->Add();
+    out->set_name("output_names");
+    encode_value(string_list(names->out), out, false);
+    out->set_type(AP::LIST);
+  }
+}
+
+class Writer {
+ public:
+  Writer(const ir::FuncGraph& g, std::size_t num_inputs, const ExportOptions& o)
+      : g_(g), num_inputs_(num_inputs), opt_(o) {}
+
+  mind_ir::ModelProto run() {
+    mind_ir::ModelProto m;
+    m.set_ir_version("0.1.1");
+    m.set_producer_name("loom");
+    m.set_model_version(LOOM_MINDIR_VERSION);
+    gp_ = m.mutable_graph();
+    model_ = &m;
+    name_ = opt_.graph_name.empty() ? g_.name() : opt_.graph_name;
+    gp_->set_name(name_);
+    const auto& params = g_.parameters();
+    if (num_inputs_ > params.size()) {
+      throw InternalError("MindIR export: more inputs than graph parameters");
+    }
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const ir::Parameter* p = params[i];
+      const std::string full = name_ + ":" + p->name();
+      names_[p] = full;
+      if (i < num_inputs_) {
+        if (!p->abstract() || !p->abstract()->is_tensor() || !p->abstract()->has_rank()) {
+          throw ValueError("MindIR export: expected tensor inputs of known rank, got input '" +
+                           p->name() + "'");
+        }
+        auto* in = gp_->add_input();
+        in->set_name(full);
+        set_tensor_meta(in->add_tensor(), p->abstract()->dtype(), p->abstract()->shape());
+      } else {
+        if (!p->has_default()) {
+          throw ValueError("MindIR export: expected weight '" + p->name() + "' to have a value");
+        }
+        const Tensor& t = *p->default_value();
+        TP* tp = gp_->add_parameter();
+        set_tensor_meta(tp, t.dtype(), t.shape());
+        tp->set_name(full);
+        set_raw(tp, t);
+        tp->set_ref_key(p->name());
+        tp->set_compression_type(TP::NO_COMPRESSION);
+        bytes_ += t.nbytes();
+        check_size();
+      }
+    }
+    if (opt_.monads && params.size() > num_inputs_) {
+      umonad_ = "ValueNode_umonad";
+      auto* n = gp_->add_node();
+      n->set_op_type("Constant");
+      n->add_output(umonad_);
+      n->set_name(umonad_);
+      AP* a = n->add_attribute();
+      a->set_name("value");
+      a->set_type(AP::UMONAD);
+    }
+    for (const ir::CNode* c : g_.topo_order()) emit_cnode(*c);
+    const ir::Node* out = g_.output();
+    if (!out) throw ValueError("MindIR export: expected a graph with an output");
+    std::string out_name = ref(out);
+    if (!loads_order_.empty()) {
+      // MakeTuple(loads...), UpdateState(U, tuple), Depend(output, state): MindSpore's pattern.
+      std::vector<AbstractPtr> elems;
+      for (const auto& [param, load] : loads_order_) elems.push_back(param->abstract());
+      const std::string tup = add_node(*ir::make_primitive("MakeTuple"), nullptr, loads_names(),
+                                       Abstract::tuple(elems).get(), "MakeTuple");
+      const std::string us = add_node(*ir::make_primitive("UpdateState"), nullptr, {umonad_, tup},
+                                      nullptr, "UpdateState", true);
+      Value one = Value::i64(1);
+      const std::string dep =
+          add_node(*ir::make_primitive("Depend", {{"side_effect_propagate", one}}), nullptr,
+                   {out_name, us}, out->abstract().get(), "Depend");
+      out_name = dep;
+    }
+    auto* o = gp_->add_output();
+    o->set_name(out_name);
+    if (out->abstract() && out->abstract()->is_tensor() && out->abstract()->has_rank()) {
+      set_tensor_meta(o->add_tensor(), out->abstract()->dtype(), out->abstract()->shape());
+    }
+    m.set_little_endian(true);
+    m.set_mind_ir_version(mind_ir::IR_VERSION);
+    return m;
+  }
+
+ private:
+  void check_size() const {
+    if (bytes_ > opt_.max_bytes) {
+      throw ValueError("MindIR export: expected a model under " + std::to_string(opt_.max_bytes) +
+                       " bytes, got at least " + std::to_string(bytes_) +
+                       " bytes of weights, over protobuf's 2 GB message limit (MindSpore's "
+                       "split weights layout is not written by loom)");
+    }
+  }
+
+  std::vector<std::string> loads_names() const {
+    std::vector<std::string> r;
+    for (const auto& [param, load] : loads_order_) r.push_back(load);
+    return r;
+  }
+
+  // The name standing for node n as an input (emits Constants and Loads on first use).
+  std::string ref(const ir::Node* n) {
+    if (n->is_value()) {
+      const Value& v = static_cast<const ir::ValueNode*>(n)->value();
+      return constant(v);
+    }
+    auto it = names_.find(n);
+    if (it == names_.end()) throw InternalError("MindIR export: node used before definition");
+    if (n->is_parameter() && static_cast<const ir::Parameter*>(n)->has_default() && opt_.monads) {
+      auto l = load_of_.find(n);
+      if (l != load_of_.end()) return l->second;
+      const std::string load = add_node(*ir::make_primitive("Load"), nullptr, {it->second, umonad_},
+                                        n->abstract().get(), "Load");
+      load_of_[n] = load;
+      loads_order_.emplace_back(static_cast<const ir::Parameter*>(n), load);
+      return load;
+    }
+    return it->second;
+  }
+
+  std::string constant(const Value& v) {
+    auto n = gp_->add_node();
+    const std::string name = "ValueNode_" + std::to_string(counter_++);
+    n->set_op_type("Constant");
+    n->add_output(name);
+    n->set_name(name);
+    AP* a = n->add_attribute();
+    a->set_name("value");
+    encode_value(v, a, false);
+    if (v.is_tensor()) bytes_ += v.as_tensor().nbytes(), check_size();
+    return name;
+  }
+
+  std::string primitive(const ir::Primitive& p, const ir::CNode* node) {
+    const std::string pads = node && p.name() == "Conv2D" ? pad_list_key(p, *node) : "";
+    for (const auto& e : prims_) {
+      if (e.pads == pads && e.prim == p) return e.name;
+    }
+    const std::string name = p.name() + ":" + std::to_string(counter_++);
+    auto* pp = model_->add_primitives();
+    pp->set_name(name);
+    pp->set_op_type(p.name());
+    pp->set_prim_type(mind_ir::PrimitiveProto::PRIMITIVE);
+    if (node) {
+      encode_primitive(p, *node, pp->mutable_attribute());
+    } else {
+      for (const auto& [k, v] : p.attrs()) add_attr(pp->mutable_attribute(), k, v);
+    }
+    prims_.push_back({p, pads, name});
+    return name;
+  }
+
+  std::string pad_list_key(const ir::Primitive& p, const ir::CNode& node) {
+    const Abstract* x =
+        node.num_args() > 0 && node.arg(0)->abstract() ? node.arg(0)->abstract().get() : nullptr;
+    std::ostringstream s;
+    for (auto v : conv_pad_list(p, x).as_ints()) s << ',' << v;
+    return s.str();
+  }
+
+  std::string add_node(const ir::Primitive& p, const ir::CNode* node,
+                       const std::vector<std::string>& inputs, const Abstract* abs,
+                       const std::string& debug, bool umonad_out = false) {
+    const std::string prim = primitive(p, node);
+    auto* n = gp_->add_node();
+    const std::string name = name_ + ":" + debug + ":" + std::to_string(counter_++);
+    n->set_op_type("REF::" + prim);
+    for (const auto& i : inputs) n->add_input(i);
+    n->add_output(name);
+    n->set_name(name);
+    AP* shape = n->add_attribute();
+    shape->set_name("shape");
+    if (umonad_out) {
+      shape->set_type(AP::UMONAD);
+    } else if (abs) {
+      encode_abstract(*abs, shape);
+    } else {
+      shape->set_type(AP::NONE);
+    }
+    if (node && !node->debug().scope.empty()) n->set_domain(node->debug().scope);
+    return name;
+  }
+
+  void emit_cnode(const ir::CNode& c) {
+    const ir::Primitive* p = c.primitive();
+    if (!p) {
+      throw ValueError(
+          "MindIR export: expected a first-order graph of primitive calls, got a "
+          "call of a graph (inline it first)");
+    }
+    const std::string& op = p->name();
+    const ops::OpDef* def = ops::Registry::global().find(op);
+    if (op == ir::kIfPrim || op == ir::kWhilePrim || op == "FusedElementwise" ||
+        op == "MatMulBiasAct" || op == "Conv2DBiasAct" ||
+        (def && def->trait == ops::Trait::kControlFlow)) {
+      throw ValueError("MindIR export: no MindIR encoding for op '" + op + "' (node " +
+                       (c.name().empty() ? std::to_string(c.id()) : c.name()) + ")");
+    }
+    std::vector<std::string> inputs;
+    for (std::size_t i = 0; i < c.num_args(); ++i) inputs.push_back(ref(c.arg(i)));
+    for (const auto& a : const_input_attrs(op)) {
+      if (p->has_attr(a)) inputs.push_back(constant(p->attr(a)));
+    }
+    std::string debug = c.name().empty() ? op : c.name();
+    names_[&c] = add_node(*p, &c, inputs, c.abstract().get(), debug);
+  }
+
+  const ir::FuncGraph& g_;
+  std::size_t num_inputs_;
+  ExportOptions opt_;
+  mind_ir::ModelProto* model_ = nullptr;
+  mind_ir::GraphProto* gp_ = nullptr;
+  std::string name_, umonad_;
+  std::unordered_map<const ir::Node*, std::string> names_;
+  std::unordered_map<const ir::Node*, std::string> load_of_;
+  std::vector<std::pair<const ir::Parameter*, std::string>> loads_order_;
+  struct PrimEntry {
+    ir::Primitive prim;
+    std::string pads, name;
+  };
+  std::vector<PrimEntry> prims_;
+  std::uint64_t bytes_ = 0;
+  std::uint64_t counter_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+[[noreturn]] void fail(const std::string& what, const std::string& msg) {
+  throw FormatError("MindIR " + what + ": " + msg);
+}
+
+Tensor read_tensor(const TP& t, const std::string& what, const std::string& who, bool need_data) {
+  auto dt = dtype_of_code(t.data_type());
+  if (!dt) {
+    fail(what,
+         "expected a supported data_type for '" + who + "', got " + std::to_string(t.data_type()));
+  }
+  Shape shape(t.dims().begin(), t.dims().end());
+  std::int64_t numel = 1;
+  for (std::int64_t d : shape) {
+    if (d < 0)
+      fail(what, "expected non-negative dims for '" + who + "', got " + shape_to_string(shape));
+    if (d != 0 && numel > std::numeric_limits<std::int64_t>::max() / 8 / d) {
+      fail(what,
+           "expected dims of a reasonable size for '" + who + "', got " + shape_to_string(shape));
+    }
+    numel *= d;
+  }
+  const std::uint64_t want = static_cast<std::uint64_t>(numel) * dtype_size(*dt);
+  if (t.has_external_data()) {
+    fail(what, "'" + who + "' keeps its data in an external file (" + t.external_data().location() +
+                   "); split MindIR models are not supported");
+  }
+  if (!need_data && !t.has_raw_data()) return Tensor();
+  if (t.raw_data().size() != want) {
+    fail(what, "expected raw_data of " + std::to_string(want) + " bytes for '" + who + "' (" +
+                   std::string(dtype_name(*dt)) + " " + shape_to_string(shape) + "), got " +
+                   std::to_string(t.raw_data().size()));
+  }
+  Tensor out(*dt, shape);
+  if (want) std::memcpy(out.raw_data(), t.raw_data().data(), want);
+  return out;
+}
+
+// A decoded attribute or Constant: a value, or a monad.
+struct Decoded {
+  Value value;
+  bool monad = false;
+};
+
+Decoded decode(const AP& a, const std::string& what, const std::string& who, int depth = 0) {
+  if (depth > 64) fail(what, "expected attribute '" + who + "' nested at most 64 deep");
+  auto int_value = [&]() -> std::int64_t { return a.ints_size() ? a.ints(0) : a.i(); };
+  switch (a.type()) {
+    case AP::BOOL:
+      return {Value::boolean(int_value() != 0)};
+    case AP::INT8:
+    case AP::INT16:
+    case AP::INT32:
+    case AP::INT64:
+    case AP::UINT8:
+    case AP::UINT16:
+    case AP::UINT32:
+    case AP::UINT64:
+      return {Value::i64(int_value())};
+    case AP::FLOAT:
+      return {Value::f32(a.floats_size() ? a.floats(0) : a.f())};
+    case AP::DOUBLE:
+      return {Value::f64(a.doubles_size() ? a.doubles(0) : a.d())};
+    case AP::STRING:
+      return {Value::string(a.strings_size() ? a.strings(0) : a.s())};
+    case AP::TUPLE:
+    case AP::LIST: {
+      std::vector<Value> e;
+      for (const AP& v : a.values()) {
+        Decoded d = decode(v, what, who, depth + 1);
+        if (d.monad) fail(what, "expected data in tuple '" + who + "', got a monad");
+        e.push_back(std::move(d.value));
+      }
+      return {Value::tuple(std::move(e))};
+    }
+    case AP::TENSORS:
+    case AP::TENSOR: {
+      const TP* t = a.tensors_size() ? &a.tensors(0) : (a.has_t() ? &a.t() : nullptr);
+      if (!t) fail(what, "expected a tensor in attribute '" + who + "', got none");
+      if (!t->has_raw_data()) {
+        auto dt = dtype_of_code(t->data_type());
+        if (!dt)
+          fail(what, "expected a supported data_type for '" + who + "', got " +
+                         std::to_string(t->data_type()));
+        return {Value::dtype(*dt)};
+      }
+      return {Value::tensor(read_tensor(*t, what, who, true))};
+    }
+    case AP::NONE:
+      return {Value::none()};
+    case AP::UMONAD:
+    case AP::IOMONAD:
+      return {Value::none(), true};
+    default:
+      fail(what, "expected a supported attribute type for '" + who + "', got " +
+                     AP::AttributeType_Name(a.type()) + " (" + std::to_string(a.type()) + ")");
+  }
+}
+
+// MindSpore's spelling of attribute `name` of `op` turned into loom's: (1, 1, h, w) -> (h, w),
+// enum ints of pad_mode / format -> strings, scalars -> tuples where loom wants a tuple.
+Value convert_attr(const std::string& op, const std::string& name, const Value& v) {
+  // MindSpore 4-tuples of spatial attributes -> loom's (h, w).
+  auto last_two = [](const Value& t) {
+    auto ints = t.as_ints();
+    if (ints.size() == 4) return Value::ints({ints[2], ints[3]});
+    if (ints.size() == 1) return Value::ints({ints[0], ints[0]});
+    return Value::ints(ints);
+  };
+  if (name == "format" && v.is_scalar()) {
+    return Value::string(v.as_int() == 1 ? "NHWC" : "NCHW");
+  }
+  if (name == "pad_mode") {
+    std::string s;
+    if (v.is_scalar()) {
+      const std::int64_t m = v.as_int();
+      s = m == 0 ? "pad" : m == 1 ? "same" : "valid";
+    } else {
+      s = v.as_string();
+    }
+    return Value::string(op == "Conv2D" ? lower(s) : upper(s));
+  }
+  if (op == "Conv2D" && (name == "stride" || name == "dilation" || name == "kernel_size")) {
+    if (v.is_scalar()) return Value::ints({v.as_int(), v.as_int()});
+    return last_two(v);
+  }
+  if (op == "Conv2D" && name == "pad" && v.is_scalar()) {
+    return Value::ints({v.as_int(), v.as_int(), v.as_int(), v.as_int()});
+  }
+  if (is_pool(op) && (name == "kernel_size" || name == "strides")) {
+    if (v.is_scalar()) return Value::ints({v.as_int(), v.as_int()});
+    return last_two(v);
+  }
+  if ((op == "Softmax") && name == "axis" && v.is_scalar()) return Value::ints({v.as_int()});
+  if (name == "axis" && op.rfind("Reduce", 0) == 0) {
+    if (v.is_scalar()) return Value::ints({v.as_int()});
+    if (v.is_tensor()) {
+      std::vector<std::int64_t> r;
+      for (double d : v.as_tensor().to_doubles()) r.push_back(static_cast<std::int64_t>(d));
+      return Value::ints(r);
+    }
+  }
+  if ((name == "shape" || name == "perm" || name == "multiples") && v.is_tensor()) {
+    std::vector<std::int64_t> r;
+    for (double d : v.as_tensor().to_doubles()) r.push_back(static_cast<std::int64_t>(d));
+    return Value::ints(r);
+  }
+  return v;
+}
+
+class Reader {
+ public:
+  Reader(const mind_ir::ModelProto& m, std::string what) : m_(m), what_(std::move(what)) {}
+
+  void build(ir::Module& module, ir::FuncGraph*& graph, std::vector<TensorInfo>& inputs,
+             std::vector<TensorInfo>& outputs, std::vector<std::pair<std::string, Tensor>>& params,
+             std::map<std::string, std::size_t>& op_counts) {
+    if (!m_.has_graph()) fail(what_, "expected a graph (ModelProto field 7), got none");
+    if (m_.has_little_endian() && !m_.little_endian()) {
+      fail(what_, "expected little-endian data (little_endian true), got big-endian");
+    }
+    // Every 2.x exporter (and loom) writes mind_ir_version last; 1.x files (ir_version 0.1.0)
+    // have none. Its absence in a newer file means the file was cut.
+    if (!m_.has_mind_ir_version() && m_.ir_version() != "0.1.0") {
+      fail(what_, "expected mind_ir_version (ModelProto field 13), got none (truncated file?)");
+    }
+    if (m_.mind_ir_version() < 0 || m_.mind_ir_version() > 3) {
+      fail(what_, "expected mind_ir_version 0 to 3, got " + std::to_string(m_.mind_ir_version()));
+    }
+    if (m_.functions_size() > 0) {
+      fail(what_, "expected a single graph, got " + std::to_string(m_.functions_size()) +
+                      " function graphs (control flow and sub-graphs are not supported)");
+    }
+    for (const auto& p : m_.primitives()) {
+      if (!prims_.emplace(p.name(), &p).second) {
+        fail(what_, "expected unique primitive names, got '" + p.name() + "' twice");
+      }
+    }
+    const mind_ir::GraphProto& g = m_.graph();
+    graph = module.add_graph(g.name().empty() ? "mindir" : g.name());
+    module.set_entry(graph);
+    g_ = graph;
+    for (const auto& in : g.input()) {
+      if (in.tensor_size() != 1) {
+        fail(what_, "expected input '" + in.name() + "' to be one tensor, got " +
+                        std::to_string(in.tensor_size()) + " tensor entries");
+      }
+      const TP& t = in.tensor(0);
+      auto dt = dtype_of_code(t.data_type());
+      if (!dt)
+        fail(what_, "expected a supported data_type for input '" + in.name() + "', got " +
+                        std::to_string(t.data_type()));
+      Shape shape(t.dims().begin(), t.dims().end());
+      for (auto d : shape) {
+        if (d < -1) fail(what_, "expected dims >= -1 for input '" + in.name() + "'");
+      }
+      const std::string user = user_name(in.name());
+      ir::Parameter* p =
+          graph->add_parameter(unique_param_name(user), Abstract::tensor(*dt, shape));
+      define(in.name(), p);
+      inputs.push_back({user, *dt, shape});
+    }
+    for (const TP& t : g.parameter()) {
+      if (t.name().empty()) fail(what_, "expected every weight to have a name, got an empty one");
+      const std::string user = t.ref_key().empty() ? user_name(t.name()) : t.ref_key();
+      Tensor value = read_tensor(t, what_, t.name(), true);
+      ir::Parameter* p = graph->add_parameter(unique_param_name(user),
+                                              Abstract::tensor(value.dtype(), value.shape()));
+      p->set_default(value);
+      define(t.name(), p);
+      params.emplace_back(user, value);
+    }
+    for (const auto& n : g.node()) node(n, op_counts);
+    if (g.output_size() == 0) fail(what_, "expected at least one graph output, got none");
+    std::vector<ir::Node*> outs;
+    for (const auto& o : g.output()) {
+      outs.push_back(lookup(o.name(), "the graph output"));
+      TensorInfo info{o.name(), DType::kFloat32, {}};
+      if (o.tensor_size() > 0) {
+        if (auto dt = dtype_of_code(o.tensor(0).data_type())) info.dtype = *dt;
+        info.shape.assign(o.tensor(0).dims().begin(), o.tensor(0).dims().end());
+      }
+      outputs.push_back(info);
+    }
+    for (ir::Node* o : outs) {
+      if (o == nullptr) fail(what_, "expected the graph output to be a value, got a monad");
+    }
+    ir::Node* out = outs.size() == 1 ? outs[0] : graph->add_call(ops::make_op("MakeTuple"), outs);
+    graph->set_output(out);
+  }
+
+ private:
+  std::string user_name(const std::string& full) const {
+    auto pos = full.find(':');
+    return pos == std::string::npos ? full : full.substr(pos + 1);
+  }
+
+  std::string unique_param_name(std::string n) {
+    if (n.empty()) n = "p";
+    std::string base = n;
+    for (int i = 1; !used_params_.insert(n).second; ++i) n = base + "_" + std::to_string(i);
+    return n;
+  }
+
+  void define(const std::string& name, ir::Node* node, bool monad = false) {
+    if (name.empty()) fail(what_, "expected every node to have a name, got an empty one");
+    if (!defs_.emplace(name, Def{node, monad}).second) {
+      fail(what_, "expected unique node names, got '" + name + "' twice");
+    }
+  }
+
+  struct Def {
+    ir::Node* node;
+    bool monad;
+  };
+
+  // nullptr for a monad.
+  ir::Node* lookup(const std::string& name, const std::string& user) {
+    auto it = defs_.find(name);
+    if (it == defs_.end()) {
+      fail(what_, "input '" + name + "' of " + user +
+                      " is not defined before it (nodes must be "
+                      "in topological order)");
+    }
+    return it->second.monad ? nullptr : it->second.node;
+  }
+  bool is_monad(const std::string& name) {
+    auto it = defs_.find(name);
+    return it != defs_.end() && it->second.monad;
+  }
+
+  void node(const mind_ir::NodeProto& n, std::map<std::string, std::size_t>& op_counts) {
+    const std::string name = n.output_size() > 0 ? n.output(0) : n.name();
+    const std::string where = "node '" + name + "'";
+    if (n.op_type() == "Constant") {
+      const AP* value = nullptr;
+      for (const AP& a : n.attribute()) {
+        if (a.name() == "value") value = &a;
+      }
+      if (!value && n.attribute_size() > 0) value = &n.attribute(0);
+      if (!value) fail(what_, "expected a 'value' attribute on Constant " + where);
+      Decoded d = decode(*value, what_, name);
+      if (d.monad) {
+        define(name, nullptr, true);
+      } else {
+        define(name, g_->add_value(d.value));
+      }
+      return;
+    }
+    // Resolve the primitive: "REF::<primitive>" (2.x) or a bare op name with the attributes on
+    // the node (1.x).
+    std::string op;
+    std::vector<const AP*> attrs;
+    bool prim_function = false;
+    const std::string& t = n.op_type();
+    if (t.rfind("REF::", 0) == 0) {
+      const std::string key = t.substr(5);
+      auto it = prims_.find(key);
+      if (it == prims_.end()) {
+        if (defs_.count(key)) {
+          fail(what_, "calls of graphs or nodes (" + t + ") are not supported, at " + where);
+        }
+        fail(what_, "expected primitive '" + key + "' of " + where +
+                        " in ModelProto.primitives, "
+                        "got none");
+      }
+      op = it->second->op_type();
+      prim_function = it->second->prim_type() == mind_ir::PrimitiveProto::PRIMITIVE_FUNCTION;
+      for (const AP& a : it->second->attribute()) attrs.push_back(&a);
+    } else {
+      op = t;
+      for (const AP& a : n.attribute()) {
+        if (a.name() != "shape") attrs.push_back(&a);
+      }
+    }
+    if (op.empty()) fail(what_, "expected an op_type on " + where + ", got none");
+    ++op_counts[op];
+    std::vector<std::string> in_names(n.input().begin(), n.input().end());
+    // Side-effect bookkeeping: loom's IR is pure.
+    if (op == "Load") {
+      if (in_names.empty()) fail(what_, "expected Load " + where + " to have an input");
+      define(name, lookup(in_names[0], where), is_monad(in_names[0]));
+      return;
+    }
+    if (op == "UpdateState") {
+      for (const auto& i : in_names) lookup(i, where);
+      define(name, nullptr, true);
+      return;
+    }
+    if (op == "Depend") {
+      if (in_names.empty()) fail(what_, "expected Depend " + where + " to have inputs");
+      for (const auto& i : in_names) lookup(i, where);
+      define(name, lookup(in_names[0], where), is_monad(in_names[0]));
+      return;
+    }
+    std::vector<ir::Node*> args;
+    for (const auto& i : in_names) {
+      ir::Node* a = lookup(i, where);
+      if (!a) {
+        continue;  // a monad input (side-effect ordering) carries no data
+      }
+      args.push_back(a);
+    }
+    if (op == "MakeTuple") {
+      define(name, g_->add_call(ops::make_op("MakeTuple"), args));
+      return;
+    }
+    if (op == "TupleGetItem") {
+      if (args.size() != 2 || !args[1]->is_value()) {
+        fail(what_, "expected TupleGetItem " + where + " to take a tuple and a constant index");
+      }
+      const Value& idx = static_cast<ir::ValueNode*>(args[1])->value();
+      if (!idx.is_scalar()) fail(what_, "expected an integer index for TupleGetItem " + where);
+      ir::Node* index = g_->add_value(Value::i64(idx.as_int()));
+      define(name, g_->add_call(ops::make_op("TupleGetItem"), {args[0], index}));
+      return;
+    }
+    const ops::OpDef* def = ops::Registry::global().find(op);
+    if (!def || def->trait == ops::Trait::kControlFlow) {
+      fail(what_, "unknown op '" + op + "' at " + where + " (loom has no op of that name)");
+    }
+    // Attributes: the ones loom's schema knows; the rest (input_names, pad_list, groups...) are
+    // MindSpore's bookkeeping.
+    std::set<std::string> known;
+    for (const auto& s : def->attrs) known.insert(s.name);
+    ir::Primitive::Attrs pattrs;
+    auto put = [&](std::string attr, const Value& v) {
+      if (attr == "data_format") attr = "format";
+      if (!known.count(attr)) return;
+      pattrs[attr] = convert_attr(op, attr, v);
+    };
+    for (const AP* a : attrs) {
+      if (!known.count(a->name()) && a->name() != "data_format") continue;
+      Decoded d = decode(*a, what_, op + "." + a->name());
+      if (d.monad) continue;
+      put(a->name(), d.value);
+    }
+    // Trailing inputs beyond the op's tensor inputs are constants: attribute-form operands
+    // (Reshape's shape...) then primitive-function init arguments.
+    if (def->num_inputs >= 0 && static_cast<int>(args.size()) > def->num_inputs) {
+      std::vector<std::string> extra;
+      const auto& ci = const_input_attrs(op);
+      const auto& pf = prim_function_args(op);
+      if (prim_function || m_.mind_ir_version() >= 2) {
+        extra = pf;
+      } else {
+        extra = ci;
+        if (extra.empty()) extra = pf;
+      }
+      const std::size_t n_extra = args.size() - def->num_inputs;
+      if (n_extra > extra.size()) {
+        fail(what_, "expected at most " + std::to_string(def->num_inputs + extra.size()) +
+                        " inputs for " + op + " at " + where + ", got " +
+                        std::to_string(args.size()));
+      }
+      for (std::size_t k = 0; k < n_extra; ++k) {
+        ir::Node* a = args[def->num_inputs + k];
+        if (!a->is_value()) {
+          fail(what_, "expected input " + std::to_string(def->num_inputs + k) + " (" + extra[k] +
+                          ") of " + op + " at " + where + " to be a Constant");
+        }
+        const Value& v = static_cast<ir::ValueNode*>(a)->value();
+        if (v.is_none()) continue;  // None: the default
+        put(extra[k], v);
+      }
+      args.resize(def->num_inputs);
+    }
+    ir::PrimitivePtr prim;
+    try {
+      prim = ops::make_op(op, std::move(pattrs));
+    } catch (const Error& e) {
+      fail(what_, std::string(e.what()) + " (at " + where + ")");
+    }
+    ir::CNode* c = g_->add_call(prim, args);
+    c->set_name(node_name(name));
+    if (!n.domain().empty()) c->set_debug({n.domain(), "", 0});
+    define(name, c);
+  }
+
+  std::string node_name(const std::string& full) {
+    // Readable, unique per graph: "<debug name>_<k>".
+    std::string s = user_name(full);
+    for (char& ch : s) {
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '.') ch = '_';
+    }
+    if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "n" + s;
+    std::string base = s;
+    for (int i = 1; !used_params_.insert(s).second; ++i) s = base + "_" + std::to_string(i);
+    return s;
+  }
+
+  const mind_ir::ModelProto& m_;
+  std::string what_;
+  ir::FuncGraph* g_ = nullptr;
+  std::unordered_map<std::string, const mind_ir::PrimitiveProto*> prims_;
+  std::unordered_map<std::string, Def> defs_;
+  std::set<std::string> used_params_;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+std::string serialize_graph(const ir::FuncGraph& graph, std::size_t num_inputs,
+                            const ExportOptions& options) {
+  Writer w(graph, num_inputs, options);
+  mind_ir::ModelProto m = w.run();
+  const std::size_t size = m.ByteSizeLong();
+  if (size > options.max_bytes ||
+      size > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    throw ValueError("MindIR export: expected a model under " + std::to_string(options.max_bytes) +
+                     " bytes, got " + std::to_string(size) +
+                     " bytes, over protobuf's 2 GB message limit (MindSpore's split weights "
+                     "layout is not written by loom)");
+  }
+  std::string out;
+  if (!m.SerializeToString(&out))
+    throw InternalError("MindIR export: protobuf serialization failed");
+  return out;
+}
+
+GraphCell::GraphCell() = default;
+GraphCell::GraphCell(GraphCell&&) noexcept = default;
+GraphCell& GraphCell::operator=(GraphCell&&) noexcept = default;
+GraphCell::~GraphCell() = default;
+
+ir::Value GraphCell::run_value(const std::vector<Tensor>& inputs) {
+  if (inputs.size() != inputs_.size()) {
+    throw ValueError("GraphCell: expected " + std::to_string(inputs_.size()) + " inputs, got " +
+                     std::to_string(inputs.size()));
+  }
+  std::vector<Value> args;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined() || inputs[i].dtype() != inputs_[i].dtype) {
+      throw ValueError("GraphCell: expected input " + std::to_string(i) + " ('" + inputs_[i].name +
+                       "') of dtype " + std::string(dtype_name(inputs_[i].dtype)) + ", got " +
+                       (inputs[i].defined() ? inputs[i].describe() : std::string("undefined")));
+    }
+    args.push_back(Value::tensor(inputs[i]));
+  }
+  if (!fn_) fn_ = std::make_unique<runtime::CompiledFunction>(graph_);
+  return (*fn_)(std::move(args));
+}
+
+Tensor GraphCell::run(const std::vector<Tensor>& inputs) {
+  Value v = run_value(inputs);
+  while (v.is_tuple()) {
+    if (v.elements().empty()) throw ValueError("GraphCell: the model returned an empty tuple");
+    v = v.elements()[0];
+  }
+  return v.as_tensor();
+}
+
+GraphCell parse_mindir(const void* data, std::size_t size, const std::string& what) {
+  if (size > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    fail(what,
+         "expected a file under 2 GB (protobuf's limit), got " + std::to_string(size) + " bytes");
+  }
+  mind_ir::ModelProto m;
+  if (size == 0 || !m.ParseFromArray(data, static_cast<int>(size))) {
+    fail(what, "expected a MindIR ModelProto, got " + std::to_string(size) +
+                   " bytes protobuf cannot parse (truncated or not a MindIR file)");
+  }
+  GraphCell cell;
+  cell.module_ = std::make_unique<ir::Module>();
+  cell.producer_ = m.producer_name();
+  cell.model_version_ = m.model_version();
+  cell.mind_ir_version_ = m.mind_ir_version();
+  Reader r(m, what);
+  try {
+    r.build(*cell.module_, cell.graph_, cell.inputs_, cell.outputs_, cell.params_, cell.op_counts_);
+    passes::infer_graph(cell.graph_, {});
+  } catch (const FormatError&) {
+    throw;
+  } catch (const Error& e) {
+    fail(what, e.what());
+  }
+  return cell;
+}
+
+GraphCell load_mindir(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw FormatError("MindIR " + path + ": expected a readable file, got none");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_mindir(bytes.data(), bytes.size(), path);
+}
+
+}  // namespace loom::mindir

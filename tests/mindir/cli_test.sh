@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# cli_test.sh LOOM: `loom export lenet` (initial weights), `loom mindir show` and `loom run` on a
+# hand-made .npy (with and without --output), and the exit statuses of usage and file errors.
+set -eu
+loom=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$loom" export lenet --output "$tmp/lenet.mindir" --batch 2 | grep -q "exported lenet (input Float32 (2, 1, 32, 32))"
+show=$("$loom" mindir show "$tmp/lenet.mindir")
+for want in "producer loom" "x0  Float32 (2, 1, 32, 32)" "Conv2D  2" "MatMul  3" "fc3.bias  Float32 (10)" "8 parameters, 61684 values"; do
+  grep -qF "$want" <<<"$show" || { echo "mindir show: missing '$want'"; echo "$show"; exit 1; }
+done
+
+# A (3, 1, 32, 32) float32 .npy of zeros: version 1.0, header padded to a multiple of 64 bytes.
+header="{'descr': '<f4', 'fortran_order': False, 'shape': (3, 1, 32, 32), }"
+hlen=$(( (10 + ${#header} + 1 + 63) / 64 * 64 - 10 ))
+pad=$((hlen - ${#header} - 1))
+{ printf '\x93NUMPY\x01\x00'; printf "\\x$(printf %02x "$hlen")\\x00"; printf '%s' "$header";
+  printf '%*s' "$pad" ''; printf '\n'; head -c $((3 * 1024 * 4)) /dev/zero; } > "$tmp/x.npy"
+"$loom" run "$tmp/lenet.mindir" --input "$tmp/x.npy" --output "$tmp/y.npy" | grep -qF "wrote Float32 (3, 10)"
+[ "$(head -c 6 "$tmp/y.npy" | tail -c 5)" = "NUMPY" ]
+"$loom" run "$tmp/lenet.mindir" --input "$tmp/x.npy" | grep -qF "Float32 (3, 10)"
+
+set +e
+"$loom" export lenet >/dev/null 2>&1; [ $? -eq 2 ] || { echo "export without --output: expected 2"; exit 1; }
+"$loom" run "$tmp/missing.mindir" --input "$tmp/x.npy" >/dev/null 2>&1; [ $? -eq 1 ] || { echo "run missing: expected 1"; exit 1; }
+"$loom" mindir show >/dev/null 2>&1; [ $? -eq 2 ] || { echo "mindir without args: expected 2"; exit 1; }
+printf 'garbage' > "$tmp/bad.mindir"
+"$loom" mindir show "$tmp/bad.mindir" >/dev/null 2>&1; [ $? -eq 1 ] || { echo "show garbage: expected 1"; exit 1; }
+echo "cli ok"

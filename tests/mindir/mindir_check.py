@@ -1,0 +1,124 @@
+"""MindIR interop with MindSpore, both ways (run by mindspore_check.sh).
+
+1. LeNet-5 exported by loom (weights through a loom checkpoint) loads in MindSpore with
+   mindspore.load + nn.GraphCell; outputs on 100 inputs equal loom's to 1e-5.
+2. LeNet-5 exported by MindSpore (mindspore.export, MINDIR) loads and runs in loom; same check.
+3. Both ways for a small ResNet-style network with BatchNorm (non-trivial moving statistics) and
+   a residual Add (tests/mindir/nets.h is the loom twin of the network below).
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import mindspore as ms
+from mindspore import nn
+
+TOL = 1e-5
+
+
+class LeNet5(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5, pad_mode="valid")
+        self.conv2 = nn.Conv2d(6, 16, 5, pad_mode="valid")
+        self.fc1 = nn.Dense(400, 120)
+        self.fc2 = nn.Dense(120, 84)
+        self.fc3 = nn.Dense(84, 10)
+        self.relu = nn.ReLU()
+        self.max_pool2d = nn.MaxPool2d(kernel_size=2, stride=2)
+        self.flatten = nn.Flatten()
+
+    def construct(self, x):
+        x = self.max_pool2d(self.relu(self.conv1(x)))
+        x = self.max_pool2d(self.relu(self.conv2(x)))
+        x = self.flatten(x)
+        x = self.relu(self.fc1(x))
+        x = self.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+class SmallResNet(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, pad_mode="same")
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, pad_mode="pad", padding=1)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.relu = nn.ReLU()
+        self.pool = nn.AvgPool2d(2, 2)
+        self.fc = nn.Dense(8, 10)
+        self.sm = nn.Softmax()
+
+    def construct(self, x):
+        y = self.relu(self.bn1(self.conv1(x)))
+        z = self.bn2(self.conv2(y))
+        z = self.relu(z + y)
+        z = self.pool(z)
+        z = z.mean(axis=(2, 3), keep_dims=False)
+        return self.sm(self.fc(z))
+
+
+def randomize_bn(net, rng):
+    """Non-trivial BatchNorm statistics and affine parameters (the rest keeps MindSpore's init)."""
+    for name, p in net.parameters_and_names():
+        v = p.asnumpy()
+        if "moving_variance" in name or "gamma" in name:
+            p.set_data(ms.Tensor(rng.uniform(0.5, 1.5, v.shape).astype(np.float32)))
+        elif "moving_mean" in name or "beta" in name:
+            p.set_data(ms.Tensor(rng.uniform(-0.3, 0.3, v.shape).astype(np.float32)))
+
+
+def loom(tool, *args):
+    r = subprocess.run([tool, *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit("FAILED: %s %s: %s" % (tool, " ".join(args), r.stderr))
+
+
+def ms_run(path, x):
+    graph = ms.load(path)
+    cell = nn.GraphCell(graph)
+    return cell(ms.Tensor(x)).asnumpy()
+
+
+def check(label, got, want):
+    d = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
+    ok = got.shape == want.shape and d <= TOL
+    print("%-44s shape %s max |diff| %.3g %s" % (label, got.shape, d, "ok" if ok else "FAILED"))
+    return ok
+
+
+def main():
+    tool, tmp = sys.argv[1], sys.argv[2]
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    ms.set_seed(1)
+    print("MindSpore", ms.__version__)
+    rng = np.random.default_rng(0)
+    ok = True
+    shapes = {"lenet": (100, 1, 32, 32), "resnet": (100, 3, 8, 8)}
+    for name, cls in (("lenet", LeNet5), ("resnet", SmallResNet)):
+        x = rng.uniform(-1, 1, shapes[name]).astype(np.float32)
+        xp = os.path.join(tmp, name + "_x.npy")
+        np.save(xp, x)
+        # loom -> MindSpore
+        path = os.path.join(tmp, name + "_loom.mindir")
+        yp = os.path.join(tmp, name + "_loom_y.npy")
+        loom(tool, "export", name, path, xp, yp)
+        ok &= check(name + ": loom export -> MindSpore GraphCell", ms_run(path, x), np.load(yp))
+        # MindSpore -> loom
+        net = cls()
+        randomize_bn(net, rng)
+        net.set_train(False)
+        want = net(ms.Tensor(x)).asnumpy()
+        stem = os.path.join(tmp, name + "_ms")
+        ms.export(net, ms.Tensor(x), file_name=stem, file_format="MINDIR")
+        yp2 = os.path.join(tmp, name + "_ms_y.npy")
+        loom(tool, "run", stem + ".mindir", xp, yp2)
+        ok &= check(name + ": MindSpore export -> loom GraphCell", np.load(yp2), want)
+    if not ok:
+        raise SystemExit("FAILED")
+    print("PASSED")
+
+
+if __name__ == "__main__":
+    main()
