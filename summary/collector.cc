@@ -1,5 +1,7 @@
 #include "summary/collector.h"
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "backends/random.h"
@@ -21,6 +23,7 @@ SummaryCollector::SummaryCollector(std::string summary_dir, SummaryCollectorOpti
   input_ = want(c.collect_input_data);
   train_lineage_ = want(c.collect_train_lineage);
   eval_lineage_ = want(c.collect_eval_lineage);
+  gradients_ = c.collect_gradients.value_or(false);
   if (c.histogram_regular) {
     histograms_ = true;
     try {
@@ -53,7 +56,32 @@ void SummaryCollector::set_input_images(const Tensor& images) { pending_images_ 
 void SummaryCollector::on_train_begin(nn::RunContext& rc) {
   first_step_ = true;
   last_step_ = rc.cur_step_num;
+  if (gradients_ && rc.train_network && !rc.train_network->return_gradients())
+    rc.train_network->set_return_gradients(true);
 }
+
+bool SummaryCollector::histogram_selected(const std::string& name, int taken) const {
+  if (histogram_regex_)
+    return std::regex_search(name, *histogram_regex_, std::regex_constants::match_continuous);
+  return taken < 5;
+}
+
+namespace {
+
+// Float images outside [0, 1] (normalized network inputs) scaled min..max to 0..1 for the PNG.
+Tensor displayable(const Tensor& images) {
+  if (!is_floating(images.dtype()) || images.numel() == 0) return images;
+  std::vector<double> v = images.to_doubles();
+  double lo = INFINITY, hi = -INFINITY;
+  for (double x : v)
+    if (std::isfinite(x)) lo = std::min(lo, x), hi = std::max(hi, x);
+  if (!(lo < 0 || hi > 1)) return images;
+  const double span = hi > lo ? hi - lo : 1.0;
+  for (double& x : v) x = std::isfinite(x) ? (x - lo) / span : 0.0;
+  return Tensor::from_doubles(DType::kFloat32, images.shape(), v);
+}
+
+}  // namespace
 
 void SummaryCollector::start_lineage(nn::RunContext& rc) {
   std::map<std::string, HParamValue> hp;
@@ -74,10 +102,14 @@ void SummaryCollector::on_train_step_end(nn::RunContext& rc) {
   const bool first = first_step_;
   first_step_ = false;
   if (first && train_lineage_ && !session_open_) start_lineage(rc);
-  if (first && graph_ && !graph_done_ && rc.train_network &&
-      rc.train_network->last_executable()) {
-    record_->add_graph(*rc.train_network->last_executable(), step);
-    graph_done_ = true;
+  if (first && graph_ && !graph_done_ && rc.train_network) {
+    if (const ir::FuncGraph* g = rc.train_network->step_graph()) {
+      record_->add_graph(*g, step);
+      graph_done_ = true;
+    } else if (const runtime::Executable* exe = rc.train_network->last_executable()) {
+      record_->add_graph(*exe, step);
+      graph_done_ = true;
+    }
   }
   if (!first && step % options_.collect_freq != 0) return;
   if (metric_ && rc.loss.defined() && rc.loss.numel() > 0) {
@@ -85,34 +117,56 @@ void SummaryCollector::on_train_step_end(nn::RunContext& rc) {
     record_->add_scalar("loss", std::accumulate(v.begin(), v.end(), 0.0) / double(v.size()),
                         step);
   }
-  if (lr_) {
+  if (lr_ && rc.train_network) {
+    record_->add_scalar("learning_rate", rc.train_network->optimizer().learning_rate, step);
+  } else if (lr_) {
     auto it = options_.custom_lineage_data.find("learning_rate");
     if (it != options_.custom_lineage_data.end())
       if (const double* lr = std::get_if<double>(&it->second.get()))
         record_->add_scalar("learning_rate", *lr, step);
   }
   if (input_ && pending_images_.defined()) {
-    record_->add_image("input_data/auto", pending_images_, step);
+    record_->add_image("input_data/auto", displayable(pending_images_), step);
     pending_images_ = Tensor();
+    input_done_ = true;
+  } else if (input_ && !input_done_ && rc.data.defined() && rc.data.numel() > 0) {
+    record_->add_image("input_data/auto", displayable(rc.data), step);
+    input_done_ = true;
   }
   if (histograms_ && rc.network) {
     int taken = 0;
     for (const auto& [name, p] : rc.network->parameters_and_names()) {
-      if (histogram_regex_) {
-        if (!std::regex_search(name, *histogram_regex_, std::regex_constants::match_continuous))
-          continue;
-      } else if (taken >= 5) {
+      if (!histogram_selected(name, taken)) {
+        if (histogram_regex_) continue;
         break;
       }
       record_->add_histogram(name + "/auto", p->value, step);
       ++taken;
     }
   }
+  if (gradients_ && rc.train_network && rc.train_network->return_gradients() &&
+      !rc.train_network->gradients().empty()) {
+    double total = 0;
+    int taken = 0;
+    for (const auto& [name, g] : rc.train_network->gradients()) {
+      double sq = 0;
+      for (double x : g.to_doubles()) sq += x * x;
+      total += sq;
+      if (histogram_selected(name, taken)) {
+        record_->add_histogram(name + "/grad", g, step);
+        record_->add_scalar("gradient_norm/" + name, std::sqrt(sq), step);
+        ++taken;
+      }
+    }
+    record_->add_scalar("gradient_norm", std::sqrt(total), step);
+  }
 }
 
 void SummaryCollector::record_metrics(const std::map<std::string, double>& metrics) {
   if (!metric_ && !eval_lineage_) return;
-  for (const auto& [name, value] : metrics) record_->add_scalar(name, value, last_step_);
+  // An eval "loss" would mix into the training loss curve (and the lineage's "loss" metric).
+  for (const auto& [name, value] : metrics)
+    record_->add_scalar(name == "loss" ? "eval_loss" : name, value, last_step_);
 }
 
 void SummaryCollector::on_train_epoch_end(nn::RunContext& rc) { record_metrics(rc.metrics); }

@@ -11,15 +11,30 @@
 //   collect_metric (default on)       scalar "loss" (the step's loss, its mean when not a scalar)
 //                                     at the first step and every collect_freq-th global step;
 //                                     eval metrics (run context's metrics at an epoch end or at
-//                                     on_eval_end) as scalars named after the metric.
-//   collect_learning_rate (on)        scalar "learning_rate" at the same steps, from
-//                                     custom_lineage_data["learning_rate"] (the run context carries
-//                                     no learning rate yet).
-//   collect_graph (on)                the compiled step graph (TrainOneStepCell::last_executable)
-//                                     once, after the first step, with the Cell scopes as name
-//                                     scopes (summary/graph.h).
-//   collect_input_data (on)           the images given with set_input_images(), once, at the next
-//                                     collected step (tag "input_data/auto"; NCHW batches tiled).
+//                                     on_eval_end) as scalars named after the metric ("loss"
+//                                     becomes "eval_loss": it is not the training loss).
+//   collect_learning_rate (on)        scalar "learning_rate" at the same steps: the rate the step
+//                                     just ran with (train_network->optimizer().learning_rate, so
+//                                     a schedule's set_learning_rate shows), or, without a
+//                                     train_network in the run context,
+//                                     custom_lineage_data["learning_rate"].
+//   collect_graph (on)                the step graph once, after the first step, with the Cell
+//                                     scopes as name scopes (summary/graph.h):
+//                                     TrainOneStepCell::step_graph(), else last_executable().
+//   collect_input_data (on)           once, at the first collected step: the images given with
+//                                     set_input_images(), else that step's batch (run context's
+//                                     data) (tag "input_data/auto"; NCHW batches tiled). Float
+//                                     images with values outside [0, 1] (normalized inputs) are
+//                                     scaled min..max → 0..1 first.
+//   collect_gradients (OFF unless     histograms "<param>/grad" of the gradients of the parameters
+//     set true, also with             the histogram selection takes (below), and scalars
+//     keep_default_action)            "gradient_norm/<param>" and "gradient_norm" (the global L2
+//                                     norm over every gradient), at the collected steps. It needs
+//                                     the step to return its gradients: on_train_begin calls
+//                                     train_network->set_return_gradients(true) (callers that build
+//                                     the step earlier ask wants_gradients()). That costs one more
+//                                     compilation per signature and extra step outputs, so it is
+//                                     opt-in.
 //   histogram_regular (default: the   histograms "<param>/auto" of the network's parameters whose
 //     first five parameters)          names match the regular expression (ECMAScript, anchored at
 //                                     the start as Python's re.match), at the collected steps.
@@ -32,10 +47,6 @@
 //                                     on_train_end; STATUS_FAILURE when the collector is destroyed
 //                                     before that (training ended by an exception).
 //   collect_eval_lineage (on)         see above.
-//
-// Not collected: gradients' histograms and norms. TrainOneStepCell's step graph outputs only the
-// loss and the new weights / states, so no gradient tensor reaches a callback; this needs the step
-// to also return the gradients (a TrainOneStepCell option) before it can be added.
 //
 // Everything queued is written when training ends (flush at on_train_end) and when the collector
 // is destroyed, also during stack unwinding.
@@ -62,6 +73,7 @@ struct CollectSpecifiedData {
   std::optional<std::string> histogram_regular;
   std::optional<bool> collect_train_lineage;
   std::optional<bool> collect_eval_lineage;
+  std::optional<bool> collect_gradients;  // off unless true (see above)
 };
 
 struct SummaryCollectorOptions {
@@ -86,6 +98,8 @@ class SummaryCollector : public nn::Callback {
 
   // Input images to record once, at the next collected step (when collect_input_data is on).
   void set_input_images(const Tensor& images);
+  // Whether this collector records gradients (TrainOneStepCell::set_return_gradients needed).
+  bool wants_gradients() const { return gradients_; }
 
   SummaryRecord& record() { return *record_; }
 
@@ -93,14 +107,16 @@ class SummaryCollector : public nn::Callback {
   bool want(const std::optional<bool>& flag) const;
   void record_metrics(const std::map<std::string, double>& metrics);
   void start_lineage(nn::RunContext& rc);
+  // Whether parameter `name` (the index-th) is in the histogram selection.
+  bool histogram_selected(const std::string& name, int taken) const;
 
   SummaryCollectorOptions options_;
-  bool metric_, lr_, graph_, input_, train_lineage_, eval_lineage_;
+  bool metric_, lr_, graph_, input_, train_lineage_, eval_lineage_, gradients_;
   std::optional<std::regex> histogram_regex_;  // unset with histograms on: the first five
   bool histograms_ = false;
   std::unique_ptr<SummaryRecord> record_;
   Tensor pending_images_;
-  bool graph_done_ = false, first_step_ = true, session_open_ = false;
+  bool graph_done_ = false, first_step_ = true, session_open_ = false, input_done_ = false;
   std::int64_t last_step_ = 0;
 };
 

@@ -1,8 +1,10 @@
 // The `loom` command, a dispatcher. Subcommands:
 //   loom info         version, build type, backends, BLAS library and thread count
 //   loom ops          every registered op with its inputs, attributes and differentiability
-//   loom train lenet  train LeNet-5 on Fashion-MNIST (tools/train_cmd.h)
-//   loom eval lenet   evaluate LeNet-5 on the Fashion-MNIST test set (tools/train_cmd.h)
+//   loom train MODEL  train a model of the zoo, e.g. LeNet-5 on Fashion-MNIST (tools/train_cmd.h)
+//   loom eval MODEL   evaluate a model (optionally a checkpoint) on its test set (tools/train_cmd.h)
+//   loom summary show DIR  list TensorBoard event files (tools/train_cmd.h)
+//   loom export MODEL / loom run FILE.mindir / loom mindir show FILE  MindIR (tools/mindir_cmd.h)
 #include <cblas.h>
 
 
@@ -16,6 +18,7 @@
 #include "core/ir/error.h"
 #include "core/ir/printer.h"
 #include "ops/op.h"
+#include "tools/mindir_cmd.h"
 #include "tools/train_cmd.h"
 
 namespace {
@@ -25,8 +28,12 @@ constexpr char kUsage[] =
     "commands:\n"
     "  info         print the version, build, backends, BLAS library and threads\n"
     "  ops          list every op with its inputs, attributes and differentiability\n"
-    "  train lenet  train LeNet-5 on Fashion-MNIST (loom train --help for the options)\n"
-    "  eval lenet   evaluate LeNet-5 on the Fashion-MNIST test set (loom eval --help)\n";
+    "  train MODEL  train a model, e.g. lenet: LeNet-5 on Fashion-MNIST (loom train --help)\n"
+    "  eval MODEL   evaluate a model or a checkpoint on its test set (loom eval --help)\n"
+    "  summary show DIR  list the TensorBoard event files of a --summary-dir\n"
+    "  export MODEL --output FILE.mindir [--ckpt PATH]  export a model as MindIR\n"
+    "  run FILE.mindir --input X.npy [--output Y.npy]  run a MindIR model\n"
+    "  mindir show FILE  list a MindIR file's inputs, outputs, ops and parameters\n";
 
 int info() {
   std::cout << "loom " << LOOM_VERSION << "\n";
@@ -78,7 +85,13 @@ int run(const std::vector<std::string>& args) {
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "train") return loom::tools::train_command(rest);
   if (args[0] == "eval") return loom::tools::eval_command(rest);
-  throw loom::ValueError("loom: expected a command (info, ops, train, eval), got '" + args[0] +
+  if (args[0] == "summary") return loom::tools::summary_command(rest);
+  if (args[0] == "export") return loom::tools::export_command(rest);
+  if (args[0] == "run") return loom::tools::run_mindir_command(rest);
+  if (args[0] == "mindir") return loom::tools::mindir_command(rest);
+  throw loom::ValueError(
+      "loom: expected a command (info, ops, train, eval, summary, export, run, mindir), got '" +
+      args[0] +
                          "'");
 }
 

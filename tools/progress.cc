@@ -30,8 +30,8 @@ std::string fixed(double v, int digits) {
 
 }  // namespace
 
-ProgressCallback::ProgressCallback(std::ostream& out, bool terminal)
-    : out_(&out), terminal_(terminal) {}
+ProgressCallback::ProgressCallback(std::ostream& out, bool terminal, int ranks)
+    : out_(&out), terminal_(terminal), ranks_(ranks) {}
 
 std::string ProgressCallback::format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -62,7 +62,7 @@ void ProgressCallback::on_train_epoch_begin(nn::RunContext& rc) {
 void ProgressCallback::on_train_step_end(nn::RunContext& rc) {
   loss_sum_ += loss_value(rc);
   ++steps_;
-  samples_ += rc.batch_size;
+  samples_ += rc.batch_size * ranks_;
   last_step_end_ = Clock::now();
   const double elapsed = std::chrono::duration<double>(last_step_end_ - epoch_begin_).count();
   const bool last = rc.step_in_epoch >= rc.batch_num;

@@ -24,7 +24,9 @@ namespace loom::tools {
 
 class ProgressCallback : public nn::Callback {
  public:
-  ProgressCallback(std::ostream& out, bool terminal);
+  // ranks: under mpirun, the processes stepping together (images/s counts all of them; the loss
+  // shown is this rank's).
+  ProgressCallback(std::ostream& out, bool terminal, int ranks = 1);
 
   void on_train_epoch_begin(nn::RunContext& rc) override;
   void on_train_step_end(nn::RunContext& rc) override;
@@ -48,6 +50,7 @@ class ProgressCallback : public nn::Callback {
   std::int64_t steps_ = 0;
   std::int64_t samples_ = 0;
   std::int64_t logged_tenth_ = 0;  // non-terminal: tenths of the epoch logged so far
+  int ranks_ = 1;
 };
 
 }  // namespace loom::tools

@@ -1,6 +1,8 @@
-// `loom train <model>` and `loom eval <model>`: the project's main job (LeNet-5 on
-// Fashion-MNIST), run through nn::Model. Options: `loom train --help` (kTrainHelp in
-// train_cmd.cc); the README's "Training" section shows the output.
+// `loom train <model>` and `loom eval <model>` over the model zoo's recipes (models/zoo.h): the
+// project's main job (LeNet-5 on Fashion-MNIST), run through nn::Model, with checkpoints and
+// resume (checkpoint/train_state.h) and TensorBoard summaries (summary/collector.h); and
+// `loom summary show DIR`. Options: `loom train --help` (kTrainHelp in train_cmd.cc); the
+// README's "Training" section shows the output.
 #pragma once
 
 #include <string>
@@ -14,5 +16,8 @@ namespace loom::tools {
 // prefixed "loom train: ", on stderr).
 int train_command(const std::vector<std::string>& args);
 int eval_command(const std::vector<std::string>& args);
+// args: what follows "summary": `show DIR|FILE` (summary::show's listing and exit status; 1 with
+// the message when DIR does not exist), 2 on a usage error.
+int summary_command(const std::vector<std::string>& args);
 
 }  // namespace loom::tools

@@ -23,6 +23,20 @@ data::DatasetPtr create(const DatasetOptions& options, const std::string& usage,
                 data::Normalize({kFashionMnistMean}, {kFashionMnistStd}), data::HWC2CHW()},
                "image");
   if (train) ds = ds->shuffle();
+  const std::int64_t n = options.num_shards, id = options.shard_id;
+  if (n < 1 || id < 0 || id >= n) {
+    throw ValueError("lenet dataset: expected shard 0 <= id < num_shards, got " +
+                     std::to_string(id) + " of " + std::to_string(n));
+  }
+  if (n > 1) {
+    // After the shuffle (the same permutation on every rank), before the batch.
+    const std::int64_t rows = ds->size();
+    if (train) {
+      ds = ds->take(rows / (n * options.batch_size) * n * options.batch_size)->shard(n, id);
+    } else {
+      ds = ds->shard(n, id)->take(rows / n + (id < rows % n ? 1 : 0));
+    }
+  }
   return ds->batch(options.batch_size, /*drop_remainder=*/train);
 }
 

@@ -5,6 +5,9 @@
 //   train: shuffle (a full permutation per epoch, from the seed in force) → batch, dropping the
 //          last partial batch (as MindSpore's lenet create_dataset does);
 //   test:  no shuffle → batch, keeping the last partial batch (every test image counts).
+//   With num_shards > 1 (data parallelism), after the shuffle: train keeps the first multiple of
+//   num_shards × batch_size rows and takes shard shard_id (rows shard_id, + num_shards, ...);
+//   test takes the same strided rows without wrapping around (each test row on one rank).
 //
 // Normalization: the mean and standard deviation of the padded 32×32 Fashion-MNIST training
 // images in [0, 1], measured over all 60,000 images: 0.2190 and 0.3318 (the unpadded 28×28
@@ -26,6 +29,9 @@ struct DatasetOptions {
   std::string data_dir;          // "" = data::fashion_mnist_dir's default (the Debian package)
   std::int64_t batch_size = 32;
   std::int64_t num_samples = 0;  // > 0: only the first num_samples rows (take), for short runs
+  // Data parallelism: shard shard_id of num_shards (models::DatasetOptions); batch_size is local.
+  std::int64_t num_shards = 1;
+  std::int64_t shard_id = 0;
 };
 
 // The training pipeline (shuffled; drop_remainder). The shuffle draws from the global seed in

@@ -95,8 +95,15 @@ expect_error "--lr: expected a positive number, got '-1'" train lenet --lr -1
 expect_error "--mode: expected 'graph' or 'pynative', got 'eager'" train lenet --mode eager
 expect_error "--threads: expected an integer in [1, 1024], got '0'" train lenet --threads 0
 expect_error "--batch-size: expected a value after it" train lenet --batch-size
-expect_error "expected a model in (lenet), got 'resnet'" train resnet
-expect_error "expected a model to train (lenet)" train
+expect_error "expected a model in (lenet" train nosuchmodel
+expect_error "got 'nosuchmodel'" train nosuchmodel
+expect_error "expected a model to train (lenet" train
+expect_error "--dataset: expected one of lenet's datasets (fashion-mnist), got 'cifar10'" \
+  train lenet --dataset cifar10
+expect_error "--momentum: expected a number in [0, 1), got '1.5'" train lenet --momentum 1.5
+expect_error "--ckpt: only \`loom eval\` takes it" train lenet --ckpt x.ckpt
+expect_error "--resume auto: needs --ckpt-dir" train lenet --resume auto
+expect_error "--summary-dir: only \`loom train\` takes it" eval lenet --summary-dir d
 expect_error "loom train: fashion_mnist_dir: /nonexistent/fmnist" \
   train lenet --data-dir /nonexistent/fmnist
 expect_error "--epochs: only \`loom train\` takes it" eval lenet --epochs 2

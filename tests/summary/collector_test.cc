@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cmath>
+#include <map>
 #include <set>
 
 #include "backends/random.h"
@@ -79,7 +81,7 @@ TEST(SummaryCollector, CollectsAtFrequencyWithLineage) {
       if (s == 1) sc.set_input_images(Tensor(DType::kUInt8, {2, 1, 4, 4}));
       sc.on_train_step_end(rc);
     }
-    rc.metrics = {{"accuracy", 0.9}};
+    rc.metrics = {{"accuracy", 0.9}, {"loss", 0.3}};
     sc.on_train_epoch_end(rc);
     sc.on_train_end(rc);
   }
@@ -90,7 +92,7 @@ TEST(SummaryCollector, CollectsAtFrequencyWithLineage) {
       {"loss", 1}, {"learning_rate", 1}, {"input_data/auto", 1}, {"w/auto", 1}, {"b/auto", 1},
       {"loss", 10}, {"learning_rate", 10}, {"w/auto", 10}, {"b/auto", 10},
       {"loss", 20}, {"learning_rate", 20}, {"w/auto", 20}, {"b/auto", 20},
-      {"accuracy", 20}, {"_hparams_/session_end_info", 20}};
+      {"accuracy", 20}, {"eval_loss", 20}, {"_hparams_/session_end_info", 20}};
   EXPECT_EQ(s.values, want);
   ASSERT_EQ(s.hparams.size(), 3u);
   const auto& hp = s.hparams[1].session_start_info().hparams();
@@ -177,5 +179,65 @@ TEST(SummaryCollector, GraphOfTheCompiledStepHasCellScopes) {
     for (const std::string& in : n.input())
       EXPECT_TRUE(names.count(in.substr(0, in.find(':')))) << n.name() << " <- " << in;
   EXPECT_TRUE(matmul_in_dense) << g.DebugString();
+  fs::remove_all(dir);
+}
+
+// With collect_gradients the collector turns on the step's gradient outputs and records their
+// histograms and norms; the learning rate comes from the step (a schedule's set_learning_rate
+// shows); without set_input_images the first collected step's batch is the input image.
+TEST(SummaryCollector, GradientsLearningRateFromTheStepAndTheBatchAsInput) {
+  const std::string dir = fresh_dir();
+  auto net = std::make_shared<nn::SequentialCell>();
+  net->append(std::make_shared<nn::Dense>(3, 2));
+  auto with_loss = std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::MSELoss>());
+  nn::TrainOneStepCell train(with_loss, {.learning_rate = 0.1}, nn::ExecMode::kGraph);
+  std::vector<double> norms;
+  {
+    SummaryCollector sc(dir, {.collect_freq = 1,
+                              .collect_specified_data = {.collect_gradients = true}});
+    EXPECT_TRUE(sc.wants_gradients());
+    nn::RunContext rc;
+    rc.network = net.get();
+    rc.train_network = &train;
+    sc.on_train_begin(rc);
+    EXPECT_TRUE(train.return_gradients());
+    Tensor x = Tensor::from_vector<float>({2, 3}, {1, -2, 3, 0.5f, 4, -1});  // outside [0, 1]
+    Tensor y = Tensor::from_vector<float>({2, 2}, {1, 0, 0, 1});
+    for (int s = 1; s <= 2; ++s) {
+      if (s == 2) train.set_learning_rate(0.05);
+      rc.cur_step_num = s;
+      rc.data = Tensor::from_vector<float>({1, 1, 2, 3}, {1, -2, 3, 0.5f, 4, -1});
+      rc.loss = train.step(x, y);
+      ASSERT_EQ(train.gradients().size(), 2u);
+      double sq = 0;
+      for (const auto& [name, g] : train.gradients())
+        for (double v : g.to_doubles()) sq += v * v;
+      norms.push_back(std::sqrt(sq));
+      sc.on_train_step_end(rc);
+    }
+    sc.on_train_end(rc);
+  }
+  std::map<std::pair<std::string, std::int64_t>, double> scalars;
+  std::multiset<std::string> tags;
+  for (const std::string& f : list_event_files(dir))
+    for (const EventRecord& r : read_event_file(f))
+      for (const auto& v : r.event.summary().value()) {
+        tags.insert(v.tag());
+        if (v.has_simple_value()) scalars[{v.tag(), r.event.step()}] = v.simple_value();
+      }
+  EXPECT_EQ(tags.count("0.weight/grad"), 2u);
+  EXPECT_EQ(tags.count("0.bias/grad"), 2u);
+  EXPECT_EQ(tags.count("gradient_norm/0.weight"), 2u);
+  EXPECT_EQ(tags.count("input_data/auto"), 1u);
+  EXPECT_FLOAT_EQ(scalars.at({"learning_rate", 1}), 0.1f);
+  EXPECT_FLOAT_EQ(scalars.at({"learning_rate", 2}), 0.05f);
+  EXPECT_FLOAT_EQ(scalars.at({"gradient_norm", 1}), static_cast<float>(norms[0]));
+  EXPECT_FLOAT_EQ(scalars.at({"gradient_norm", 2}), static_cast<float>(norms[1]));
+  fs::remove_all(dir);
+}
+
+TEST(SummaryCollector, GradientsAreOffByDefault) {
+  const std::string dir = fresh_dir();
+  { EXPECT_FALSE(SummaryCollector(dir, {}).wants_gradients()); }
   fs::remove_all(dir);
 }

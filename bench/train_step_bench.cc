@@ -1,0 +1,123 @@
+// loom_bench_train: training-step throughput of a model-zoo network, data already in memory.
+//
+//   loom_bench_train --model lenet --batch 32 --steps 200 --repeats 5 --threads 2
+//
+// Builds the recipe's network (models/zoo.h) under seed_all(1), one TrainOneStepCell with the
+// recipe's optimizer (constant learning rate), and a fixed random batch (normal images, uniform
+// labels); runs `warmup` steps (the first compiles), then `repeats` timed runs of `steps` steps.
+// Prints one JSON line: images/s per repeat, the median and the spread (max/min), the compile
+// time of the step graph and the peak RSS. bench/train_vs_torch.py runs it next to PyTorch.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "backends/random.h"
+#include "core/ir/error.h"
+#include "models/zoo.h"
+#include "nn/context.h"
+#include "nn/loss.h"
+#include "nn/train.h"
+
+namespace {
+
+struct Args {
+  std::string model = "lenet";
+  std::string dataset;
+  std::int64_t batch = 32;
+  int steps = 100;
+  int warmup = 3;
+  int repeats = 5;
+  int threads = 0;
+  bool deterministic = false;
+};
+
+[[noreturn]] void usage(const std::string& msg) {
+  std::cerr << "loom_bench_train: " << msg
+            << "\nusage: loom_bench_train [--model NAME] [--dataset D] [--batch B] [--steps N] "
+               "[--warmup W] [--repeats R] [--threads T] [--deterministic]\n";
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(k + " needs a value");
+      return argv[++i];
+    };
+    if (k == "--model") a.model = value();
+    else if (k == "--dataset") a.dataset = value();
+    else if (k == "--batch") a.batch = std::stoll(value());
+    else if (k == "--steps") a.steps = std::stoi(value());
+    else if (k == "--warmup") a.warmup = std::stoi(value());
+    else if (k == "--repeats") a.repeats = std::stoi(value());
+    else if (k == "--threads") a.threads = std::stoi(value());
+    else if (k == "--deterministic") a.deterministic = true;
+    else usage("unknown option " + k);
+  }
+  if (a.batch < 1 || a.steps < 1 || a.repeats < 1 || a.warmup < 1) usage("bad counts");
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  // The thread pool reads LOOM_NUM_THREADS when first used, which is below.
+  if (a.threads > 0) setenv("LOOM_NUM_THREADS", std::to_string(a.threads).c_str(), 1);
+  try {
+    using namespace loom;
+    const models::Recipe& r = models::recipe(a.model);
+    const std::string dataset = a.dataset.empty() ? r.defaults.dataset : a.dataset;
+    backend::seed_all(1, a.deterministic);
+    nn::set_context_mode(nn::ExecMode::kGraph);
+    auto net = r.make_network({.dataset = dataset});
+    const Shape sample = r.input_shape(dataset);
+    Shape shape{a.batch};
+    shape.insert(shape.end(), sample.begin(), sample.end());
+    Tensor x(DType::kFloat32, shape);
+    Tensor y(DType::kInt32, {a.batch});
+    backend::RandomStream rng("bench/data");
+    rng.fill_normal(x, 0.0, 1.0);
+    const std::vector<float> u = rng.uniform(a.batch);
+    for (std::int64_t i = 0; i < a.batch; ++i) {
+      y.data<std::int32_t>()[i] = static_cast<std::int32_t>(u[static_cast<std::size_t>(i)] * 10);
+    }
+    auto with_loss = std::make_shared<nn::WithLossCell>(
+        net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true));
+    nn::TrainOneStepCell step(with_loss, r.defaults.optimizer);
+    net->set_train(true);
+    for (int i = 0; i < a.warmup; ++i) step.step(x, y);
+    std::vector<double> rates;
+    for (int rep = 0; rep < a.repeats; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < a.steps; ++i) step.step(x, y);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      rates.push_back(static_cast<double>(a.batch) * a.steps / s);
+    }
+    std::vector<double> sorted = rates;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted[sorted.size() / 2];
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    std::printf("{\"framework\": \"loom\", \"model\": \"%s\", \"batch\": %lld, \"steps\": %d, "
+                "\"images_per_s\": [",
+                a.model.c_str(), static_cast<long long>(a.batch), a.steps);
+    for (std::size_t i = 0; i < rates.size(); ++i) std::printf("%s%.1f", i ? ", " : "", rates[i]);
+    std::printf("], \"median\": %.1f, \"spread\": %.3f, \"compile_ms\": %.2f, "
+                "\"peak_rss_mib\": %.1f}\n",
+                median, sorted.back() / sorted.front(), step.compile_seconds() * 1e3,
+                static_cast<double>(ru.ru_maxrss) / 1024.0);
+  } catch (const loom::Error& e) {
+    std::cerr << "loom_bench_train: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

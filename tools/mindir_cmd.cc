@@ -1,0 +1,182 @@
+// `loom export`, `loom run` and `loom mindir show` (tools/mindir_cmd.h).
+#include "tools/mindir_cmd.h"
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+
+#include "checkpoint/checkpoint.h"
+#include "core/ir/error.h"
+#include "data/npy.h"
+#include "mindir/mindir.h"
+#include "models/zoo.h"
+
+namespace loom::tools {
+
+namespace {
+
+constexpr char kExportHelp[] =
+    "usage: loom export <model> --output FILE.mindir [--ckpt PATH] [--dataset NAME] [--batch N]\n"
+    "  exports the model zoo's network (weights from --ckpt, else its initial values) as MindIR\n";
+constexpr char kRunHelp[] =
+    "usage: loom run MODEL.mindir --input X.npy [--output Y.npy]\n"
+    "  runs a MindIR model (loom's or MindSpore's) on a .npy array\n";
+constexpr char kMindirHelp[] =
+    "usage: loom mindir show FILE.mindir\n"
+    "  lists the inputs, outputs, ops with counts and parameters with shapes\n";
+
+int usage(const std::string& message, const char* help) {
+  std::cerr << message << "\n" << help;
+  return 2;
+}
+
+// Parses "--flag VALUE" pairs and positionals; returns false (after printing) on a bad flag.
+bool parse(const std::vector<std::string>& args, const std::vector<std::string>& flags,
+           std::map<std::string, std::string>& out, std::vector<std::string>& positional,
+           const std::string& cmd) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) == 0) {
+      if (std::find(flags.begin(), flags.end(), a) == flags.end()) {
+        std::cerr << "loom " << cmd << ": unknown option '" << a << "'\n";
+        return false;
+      }
+      if (i + 1 >= args.size()) {
+        std::cerr << "loom " << cmd << ": expected a value after " << a << "\n";
+        return false;
+      }
+      out[a] = args[++i];
+    } else {
+      positional.push_back(a);
+    }
+  }
+  return true;
+}
+
+std::string shape_text(const Shape& s) { return shape_to_string(s); }
+
+}  // namespace
+
+int export_command(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) {
+    std::cout << kExportHelp;
+    return 0;
+  }
+  std::map<std::string, std::string> f;
+  std::vector<std::string> pos;
+  if (!parse(args, {"--ckpt", "--output", "--dataset", "--batch"}, f, pos, "export")) {
+    std::cerr << kExportHelp;
+    return 2;
+  }
+  if (pos.size() != 1) return usage("loom export: expected one model name", kExportHelp);
+  if (!f.count("--output")) return usage("loom export: expected --output FILE.mindir", kExportHelp);
+  std::int64_t batch = 1;
+  if (f.count("--batch")) {
+    try {
+      batch = std::stoll(f["--batch"]);
+    } catch (...) {
+      batch = 0;
+    }
+    if (batch <= 0)
+      return usage("loom export: expected --batch to be a positive integer", kExportHelp);
+  }
+  try {
+    const models::Recipe& r = models::recipe(pos[0]);
+    std::string dataset = f.count("--dataset") ? f["--dataset"] : r.defaults.dataset;
+    if (dataset.empty() && !r.datasets.empty()) dataset = r.datasets[0];
+    models::NetworkOptions no;
+    no.dataset = dataset;
+    std::shared_ptr<nn::Cell> net = r.make_network(no);
+    if (f.count("--ckpt")) {
+      const checkpoint::Checkpoint ck = checkpoint::load_checkpoint(f["--ckpt"]);
+      auto [not_loaded, unused] = checkpoint::load_param_into_net(*net, ck.tensors);
+      if (!not_loaded.empty()) {
+        throw ValueError("loom export: expected every parameter in " + f["--ckpt"] +
+                         ", got none for '" + not_loaded[0] + "'");
+      }
+    }
+    Shape shape = r.input_shape(dataset);
+    shape.insert(shape.begin(), batch);
+    mindir::export_mindir(*net, {ir::Abstract::tensor(DType::kFloat32, shape)}, f["--output"]);
+    std::cout << "exported " << pos[0] << " (input Float32 " << shape_text(shape) << ") to "
+              << f["--output"] << "\n";
+    return 0;
+  } catch (const Error& e) {
+    std::cerr << "loom export: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+int run_mindir_command(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) {
+    std::cout << kRunHelp;
+    return 0;
+  }
+  std::map<std::string, std::string> f;
+  std::vector<std::string> pos;
+  if (!parse(args, {"--input", "--output"}, f, pos, "run")) {
+    std::cerr << kRunHelp;
+    return 2;
+  }
+  if (pos.size() != 1) return usage("loom run: expected one MODEL.mindir", kRunHelp);
+  if (!f.count("--input")) return usage("loom run: expected --input X.npy", kRunHelp);
+  try {
+    mindir::GraphCell cell = mindir::load_mindir(pos[0]);
+    const Tensor y = cell(data::load_npy(f["--input"]));
+    if (f.count("--output")) {
+      data::save_npy(f["--output"], y);
+      std::cout << "wrote " << dtype_name(y.dtype()) << " " << shape_text(y.shape()) << " to "
+                << f["--output"] << "\n";
+    } else {
+      std::cout << dtype_name(y.dtype()) << " " << shape_text(y.shape()) << "\n";
+      const std::int64_t n = std::min<std::int64_t>(y.numel(), 10);
+      for (std::int64_t i = 0; i < n; ++i) std::cout << (i ? " " : "") << y.get(i);
+      std::cout << (y.numel() > n ? " ..." : "") << "\n";
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::cerr << "loom run: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+int mindir_command(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "-h" || args[0] == "--help") {
+    std::cout << kMindirHelp;
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] != "show" || args.size() != 2) {
+    return usage("loom mindir: expected `show FILE`", kMindirHelp);
+  }
+  try {
+    mindir::GraphCell cell = mindir::load_mindir(args[1]);
+    std::cout << args[1] << ": producer " << cell.producer() << " " << cell.model_version()
+              << ", mind_ir_version " << cell.mind_ir_version() << "\n";
+    std::cout << "inputs:\n";
+    for (const auto& i : cell.inputs()) {
+      std::cout << "  " << i.name << "  " << dtype_name(i.dtype) << " " << shape_text(i.shape)
+                << "\n";
+    }
+    std::cout << "outputs:\n";
+    for (const auto& o : cell.outputs()) {
+      std::cout << "  " << o.name << "  " << dtype_name(o.dtype) << " " << shape_text(o.shape)
+                << "\n";
+    }
+    std::cout << "ops:\n";
+    for (const auto& [op, n] : cell.op_counts()) std::cout << "  " << op << "  " << n << "\n";
+    std::int64_t total = 0;
+    std::cout << "parameters:\n";
+    for (const auto& [name, t] : cell.parameters()) {
+      std::cout << "  " << name << "  " << dtype_name(t.dtype()) << " " << shape_text(t.shape())
+                << "\n";
+      total += t.numel();
+    }
+    std::cout << cell.parameters().size() << " parameters, " << total << " values\n";
+    return 0;
+  } catch (const Error& e) {
+    std::cerr << "loom mindir: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace loom::tools
