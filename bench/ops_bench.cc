@@ -1,10 +1,13 @@
 // GFLOP/s of the MatMul and Conv2D ops (forward, input gradient, filter gradient) at the layer
-// shapes of LeNet and ResNet-18 (CIFAR layout, 32x32 input) at batch 32, float32, run through
+// shapes of LeNet and ResNet-18 (CIFAR layout, 32x32 input) at batch 32 and of ResNet-50
+// (224x224) at batch 8, float32, run through
 // the registered CPU kernels exactly as eager execution runs them (inference excluded: the
 // outputs are allocated once). Next to them, bench/README.md lists cpu::gemm's own rate at the
 // matching GEMM shapes (loom_bench_gemm), so the overhead of im2col/col2im is visible.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -43,11 +46,18 @@ void run_kernel(benchmark::State& state, const std::string& op, loom::ir::Primit
   auto kernel = loom::backend::KernelRegistry::global().find(op, DType::kFloat32,
                                                              loom::backend::Device::kCPU);
   loom::backend::KernelContext ctx{*prim, inputs, outputs, loom::backend::ThreadPool::global()};
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     kernel(ctx);
     benchmark::DoNotOptimize(outputs[0].raw_data());
   }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // GFLOP/s: per CPU-second of the calling thread (Google Benchmark's clock); wall_GFLOP/s: per
+  // second of wall-clock time. With one thread (LOOM_NUM_THREADS=1) the first is the core's own
+  // rate even on a loaded machine; with more, only the second counts the pool's other threads.
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["wall_GFLOP/s"] =
+      flops * 1e-9 * static_cast<double>(state.iterations()) / std::max(wall, 1e-12);
 }
 
 struct Dense {
@@ -72,6 +82,25 @@ constexpr Conv kConvs[] = {
     {"resnet18_l2", 32, 128, 16, 16, 128, 3, 1, 1},
     {"resnet18_l3", 32, 256, 8, 8, 256, 3, 1, 1},
     {"resnet18_l4", 32, 512, 4, 4, 512, 3, 1, 1},
+    // The rest of ResNet-18's convolutions in its small-image layout with 1 input channel
+    // (models/resnet, the resnet18 recipe): the stem, the stride-2 3x3 convolutions and the
+    // 1x1 stride-2 down-sampling convolutions of layers 2-4.
+    {"resnet18_stem_1ch", 32, 1, 32, 32, 64, 3, 1, 1},
+    {"resnet18_l3_down", 32, 128, 16, 16, 256, 3, 2, 1},
+    {"resnet18_l4_down", 32, 256, 8, 8, 512, 3, 2, 1},
+    {"resnet18_ds2_1x1", 32, 64, 32, 32, 128, 1, 2, 0},
+    {"resnet18_ds3_1x1", 32, 128, 16, 16, 256, 1, 2, 0},
+    {"resnet18_ds4_1x1", 32, 256, 8, 8, 512, 1, 2, 0},
+    // ResNet-50 (ImageNet layout, 224x224) at batch 8: the 7x7 stem and layer1's and layer4's
+    // bottleneck convolutions (symmetric padding here; the network pads "same").
+    {"resnet50_stem_7x7", 8, 3, 224, 224, 64, 7, 2, 3},
+    {"resnet50_l1_1x1_in", 8, 64, 56, 56, 64, 1, 1, 0},
+    {"resnet50_l1_3x3", 8, 64, 56, 56, 64, 3, 1, 1},
+    {"resnet50_l1_1x1_out", 8, 64, 56, 56, 256, 1, 1, 0},
+    {"resnet50_l1_1x1_in2", 8, 256, 56, 56, 64, 1, 1, 0},
+    {"resnet50_l4_3x3", 8, 512, 7, 7, 512, 3, 1, 1},
+    {"resnet50_l4_1x1_out", 8, 512, 7, 7, 2048, 1, 1, 0},
+    {"resnet50_l4_1x1_in", 8, 2048, 7, 7, 512, 1, 1, 0},
 };
 
 loom::ir::Primitive::Attrs conv_attrs(const Conv& c) {

@@ -1,0 +1,36 @@
+// A Float32 convolution computed as an implicit GEMM (no column matrix): y = W · col(x), where
+// the panels of col(x) the GEMM needs are packed straight from x into a small cache-resident
+// buffer and multiplied by an AVX-512 register-tiled micro-kernel (8 output channels × 32
+// output positions). It handles any stride, padding and dilation; conv_pool_kernels.cc uses it
+// for Conv2D at stride 1 (group 1, not 1x1) and, as a convolution of dy with the flipped,
+// transposed filter, for Conv2DBackpropInput at stride 1 (not 1x1, at least 8 input channels,
+// input maps of at least 64 pixels).
+// bench/README.md ("Convolution kernels: implicit GEMM") has the figures.
+//
+// Every output element is one dot product over k = (c, i, j) taken in a fixed order (k blocks
+// in turn, k ascending inside a block), whatever the thread count or the split of the output:
+// results are bitwise the same for any LOOM_NUM_THREADS.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/thread_pool.h"
+
+namespace loom::backend::cpu {
+
+struct ConvShape {
+  std::int64_t n, c, h, w;  // input
+  std::int64_t o, oh, ow;   // output channels and extent
+  std::int64_t kh, kw, sh, sw, dil_h, dil_w;
+  std::int64_t pad_top, pad_left;  // may be negative (a cropped input)
+};
+
+// Whether this build has the kernel (AVX-512F at compile time).
+bool implicit_gemm_available();
+
+// y (n, o, oh, ow) = Σ_{c,i,j} w[o, c, i, j] · x[n, c, oy·sh - pad_top + i·dil_h,
+// ox·sw - pad_left + j·dil_w] (zero outside x). w is (o, c, kh, kw), group 1.
+void conv2d_implicit_gemm(const ConvShape& s, const float* x, const float* w, float* y,
+                          ThreadPool& pool);
+
+}  // namespace loom::backend::cpu
