@@ -3,7 +3,7 @@
 // only ever called from the thread that runs the kernel, so the two never oversubscribe.
 //
 // Determinism: parallel_for hands out chunks whose boundaries depend only on (n, grain), never
-// on the thread count; a reduction that keeps one partial per chunk and combines the partials
+// on the thread count (nor on which threads happen to be awake); a reduction that keeps one partial per chunk and combines the partials
 // in chunk order gives bitwise the same result with 1 or N threads.
 #pragma once
 
@@ -15,7 +15,9 @@ namespace loom::backend {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int num_threads);
+  // spin_us: how long an idle worker (and a caller waiting for workers) spins before sleeping;
+  // -1 reads LOOM_POOL_SPIN_US (default 20 µs). Spinning only changes timing, never results.
+  explicit ThreadPool(int num_threads, std::int64_t spin_us = -1);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -27,7 +29,9 @@ class ThreadPool {
 
   // Runs fn(begin, end) over [0, n) in chunks of `grain` elements (the last may be shorter).
   // The calling thread takes part. Returns when every chunk is done. Nested calls from inside
-  // fn run serially on the calling thread.
+  // fn run serially on the calling thread. Sleeping workers are woken only when there are at
+  // least two chunks, and the caller waits only for workers that joined before it ran out of
+  // chunks, so tiny jobs (one chunk) never pay a wake-up and late workers never delay a job.
   void parallel_for(std::int64_t n, std::int64_t grain,
                     const std::function<void(std::int64_t, std::int64_t)>& fn);
 

@@ -1,6 +1,7 @@
 // loom_bench_train: training-step throughput of a model-zoo network, data already in memory.
 //
 //   loom_bench_train --model lenet --batch 32 --steps 200 --repeats 5 --threads 2
+//   loom_bench_train --model resnet50 --imagenet --batch 8 --steps 2 --repeats 3
 //
 // Builds the recipe's network (models/zoo.h) under seed_all(1), one TrainOneStepCell with the
 // recipe's optimizer (constant learning rate), and a fixed random batch (normal images, uniform
@@ -19,6 +20,7 @@
 
 #include "backends/random.h"
 #include "core/ir/error.h"
+#include "models/resnet/resnet.h"
 #include "models/zoo.h"
 #include "nn/context.h"
 #include "nn/loss.h"
@@ -35,12 +37,13 @@ struct Args {
   int repeats = 5;
   int threads = 0;
   bool deterministic = false;
+  bool imagenet = false;  // a ResNet in its ImageNet layout: 3×224×224 inputs, 1000 classes
 };
 
 [[noreturn]] void usage(const std::string& msg) {
   std::cerr << "loom_bench_train: " << msg
             << "\nusage: loom_bench_train [--model NAME] [--dataset D] [--batch B] [--steps N] "
-               "[--warmup W] [--repeats R] [--threads T] [--deterministic]\n";
+               "[--warmup W] [--repeats R] [--threads T] [--deterministic] [--imagenet]\n";
   std::exit(2);
 }
 
@@ -60,6 +63,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--repeats") a.repeats = std::stoi(value());
     else if (k == "--threads") a.threads = std::stoi(value());
     else if (k == "--deterministic") a.deterministic = true;
+    else if (k == "--imagenet") a.imagenet = true;
     else usage("unknown option " + k);
   }
   if (a.batch < 1 || a.steps < 1 || a.repeats < 1 || a.warmup < 1) usage("bad counts");
@@ -78,8 +82,14 @@ int main(int argc, char** argv) {
     const std::string dataset = a.dataset.empty() ? r.defaults.dataset : a.dataset;
     backend::seed_all(1, a.deterministic);
     nn::set_context_mode(nn::ExecMode::kGraph);
-    auto net = r.make_network({.dataset = dataset});
-    const Shape sample = r.input_shape(dataset);
+    const bool in1k = a.imagenet && a.model.rfind("resnet", 0) == 0;
+    if (a.imagenet && !in1k) usage("--imagenet needs a resnet model");
+    auto net = in1k ? std::shared_ptr<nn::Cell>(models::make_resnet(
+                          std::stoi(a.model.substr(6)),
+                          {.num_classes = 1000, .in_channels = 3,
+                           .layout = models::ResNetLayout::kImageNet}))
+                    : r.make_network({.dataset = dataset});
+    const Shape sample = in1k ? Shape{3, 224, 224} : r.input_shape(dataset);
     Shape shape{a.batch};
     shape.insert(shape.end(), sample.begin(), sample.end());
     Tensor x(DType::kFloat32, shape);
@@ -88,7 +98,8 @@ int main(int argc, char** argv) {
     rng.fill_normal(x, 0.0, 1.0);
     const std::vector<float> u = rng.uniform(a.batch);
     for (std::int64_t i = 0; i < a.batch; ++i) {
-      y.data<std::int32_t>()[i] = static_cast<std::int32_t>(u[static_cast<std::size_t>(i)] * 10);
+      y.data<std::int32_t>()[i] = static_cast<std::int32_t>(
+          u[static_cast<std::size_t>(i)] * (in1k ? 1000 : 10));
     }
     auto with_loss = std::make_shared<nn::WithLossCell>(
         net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true));
@@ -105,8 +116,17 @@ int main(int argc, char** argv) {
     std::vector<double> sorted = rates;
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted[sorted.size() / 2];
+    // Peak RSS: VmHWM of this process image. ru_maxrss would do on its own, but Linux carries
+    // it across exec, so under a parent such as train_vs_torch.py (Python with torch loaded,
+    // ~230 MiB) it reports the parent's size.
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
+    long peak_kib = ru.ru_maxrss;
+    if (FILE* f = std::fopen("/proc/self/status", "r")) {
+      char line[256];
+      while (std::fgets(line, sizeof line, f)) std::sscanf(line, "VmHWM: %ld kB", &peak_kib);
+      std::fclose(f);
+    }
     std::printf("{\"framework\": \"loom\", \"model\": \"%s\", \"batch\": %lld, \"steps\": %d, "
                 "\"images_per_s\": [",
                 a.model.c_str(), static_cast<long long>(a.batch), a.steps);
@@ -114,7 +134,7 @@ int main(int argc, char** argv) {
     std::printf("], \"median\": %.1f, \"spread\": %.3f, \"compile_ms\": %.2f, "
                 "\"peak_rss_mib\": %.1f}\n",
                 median, sorted.back() / sorted.front(), step.compile_seconds() * 1e3,
-                static_cast<double>(ru.ru_maxrss) / 1024.0);
+                static_cast<double>(peak_kib) / 1024.0);
   } catch (const loom::Error& e) {
     std::cerr << "loom_bench_train: " << e.what() << "\n";
     return 1;

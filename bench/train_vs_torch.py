@@ -3,15 +3,30 @@
 
     /usr/bin/python3 bench/train_vs_torch.py --loom build/bin/loom_bench_train \
         --model lenet --batch 32 256 --steps 200 --repeats 5 --threads 2
+    /usr/bin/python3 bench/train_vs_torch.py --loom build/bin/loom_bench_train \
+        --model resnet18 --batch 32          # small-image layout, 1x32x32, 10 classes
+    /usr/bin/python3 bench/train_vs_torch.py --loom build/bin/loom_bench_train \
+        --model resnet50 --batch 8           # ImageNet layout, 3x224x224, 1000 classes
 
 For each batch size: loom (build/bin/loom_bench_train, one process) and PyTorch (this process,
 Debian's python3-torch) train the same network definition with Momentum (lr 0.01, momentum 0.9)
 and softmax cross-entropy on one fixed random batch held in memory, `threads` threads each;
 after warm-up steps, `repeats` timed runs of `steps` steps. Prints images/s per run, the median
-and spread (max/min) of each, and last the ratio loom / PyTorch of the medians.
+and spread (max/min) of each, the peak RSS of each process, and last the ratios loom / PyTorch of
+the medians and of the peak RSS. PyTorch runs in a child process of its own (this script with
+--worker), so each peak RSS is that of one framework training one model at one batch size.
+
+The ResNets are models/resnet/resnet.cc's (MindSpore's model zoo): the same blocks, channel
+counts and BatchNorm eps / momentum (MindSpore's momentum m is PyTorch's 1 - m), and
+MindSpore's padding: ResNet-18 pads its 3x3 convolutions by 1 (pad_mode "pad"), ResNet-50 uses
+pad_mode "same" (a stride-2 3x3 on an even size pads 0 before and 1 after, the 7x7 stem 2 and 3;
+the stem's 3x3 stride-2 max-pool is "same" too, padding with -inf). Their optimizer is the
+recipe's: Momentum 0.9 with weight decay 1e-4 (LeNet: none).
 """
 import argparse
 import json
+import math
+import resource
 import subprocess
 import sys
 import time
@@ -41,18 +56,145 @@ class LeNet5(nn.Module):
         return self.fc3(x)
 
 
-MODELS = {"lenet": (LeNet5, (1, 32, 32))}
+def same_pad(size, k, s):
+    """MindSpore's pad_mode "same": (before, after) padding of one spatial axis."""
+    out = math.ceil(size / s)
+    total = max((out - 1) * s + k - size, 0)
+    return total // 2, total - total // 2
+
+
+class SameConv2d(nn.Conv2d):
+    """Conv2d with MindSpore's pad_mode "same" (asymmetric when the total padding is odd)."""
+
+    def forward(self, x):
+        k, s = self.kernel_size[0], self.stride[0]
+        top, bottom = same_pad(x.shape[2], k, s)
+        left, right = same_pad(x.shape[3], k, s)
+        if top or bottom or left or right:
+            x = F.pad(x, (left, right, top, bottom))
+        return F.conv2d(x, self.weight, None, self.stride)
+
+
+def conv(cin, cout, k, stride, res_base):
+    if res_base:  # pad_mode "pad", padding k // 2
+        return nn.Conv2d(cin, cout, k, stride, padding=k // 2, bias=False)
+    return SameConv2d(cin, cout, k, stride, bias=False)
+
+
+def bn(channels, res_base=False):
+    # resnet.py's _bn: MindSpore momentum 0.9 (eps 1e-4), or 0.1 (eps 1e-5) for res_base's stem
+    # and down-sample BatchNorms; PyTorch's momentum is 1 - MindSpore's.
+    return nn.BatchNorm2d(channels, eps=1e-5, momentum=0.9) if res_base else \
+        nn.BatchNorm2d(channels, eps=1e-4, momentum=0.1)
+
+
+class BasicBlock(nn.Module):
+    """MindSpore's ResidualBlockBase (ResNet-18/34)."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1, self.bn1d = conv(cin, cout, 3, stride, True), bn(cout)
+        self.conv2, self.bn2d = conv(cout, cout, 3, 1, True), bn(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(conv(cin, cout, 1, stride, True), bn(cout, True))
+
+    def forward(self, x):
+        out = F.relu(self.bn1d(self.conv1(x)))
+        out = self.bn2d(self.conv2(out))
+        return F.relu(out + (self.down(x) if self.down is not None else x))
+
+
+class Bottleneck(nn.Module):
+    """MindSpore's ResidualBlock (ResNet-50/101), expansion 4, stride on the 3x3."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        ch = cout // 4
+        self.conv1, self.bn1 = conv(cin, ch, 1, 1, False), bn(ch)
+        self.conv2, self.bn2 = conv(ch, ch, 3, stride, False), bn(ch)
+        self.conv3, self.bn3 = conv(ch, cout, 1, 1, False), bn(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(conv(cin, cout, 1, stride, False), bn(cout))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return F.relu(out + (self.down(x) if self.down is not None else x))
+
+
+ARCH = {18: (False, (2, 2, 2, 2)), 34: (False, (3, 4, 6, 3)), 50: (True, (3, 4, 6, 3)),
+        101: (True, (3, 4, 23, 3))}
+
+
+class ResNet(nn.Module):
+    def __init__(self, depth, num_class, in_channel, imagenet):
+        super().__init__()
+        bottleneck, nums = ARCH[depth]
+        res_base = not bottleneck
+        ins = (64, 256, 512, 1024) if bottleneck else (64, 64, 128, 256)
+        outs = (256, 512, 1024, 2048) if bottleneck else (64, 128, 256, 512)
+        self.imagenet, self.res_base = imagenet, res_base
+        self.conv1 = conv(in_channel, 64, 7 if imagenet else 3, 2 if imagenet else 1, res_base)
+        self.bn1 = bn(64, res_base)
+        block = Bottleneck if bottleneck else BasicBlock
+        layers = []
+        for s in range(4):
+            layers.append(nn.Sequential(*[
+                block(ins[s] if b == 0 else outs[s], outs[s], (1, 2, 2, 2)[s] if b == 0 else 1)
+                for b in range(nums[s])]))
+        self.layer1, self.layer2, self.layer3, self.layer4 = layers
+        self.end_point = nn.Linear(outs[3], num_class)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        if self.imagenet:
+            if self.res_base:  # nn.Pad by 1 with zeros, then max-pool "valid"
+                x = F.max_pool2d(F.pad(x, (1, 1, 1, 1)), 3, 2)
+            else:  # max-pool "same": pad with -inf
+                top, bottom = same_pad(x.shape[2], 3, 2)
+                left, right = same_pad(x.shape[3], 3, 2)
+                x = F.max_pool2d(F.pad(x, (left, right, top, bottom), value=-math.inf), 3, 2)
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        x = torch.flatten(x.mean((2, 3), keepdim=True), 1)
+        return self.end_point(x)
+
+
+# name: (constructor, sample shape, classes, weight decay, loom_bench_train flags,
+#        default steps and warm-up steps)
+MODELS = {
+    "lenet": (LeNet5, (1, 32, 32), 10, 0.0, [], 200, 5),
+    # the zoo's small-image layout as the resnet18 recipe trains it (Fashion-MNIST: 1x32x32)
+    "resnet18": (lambda: ResNet(18, 10, 1, False), (1, 32, 32), 10, 1e-4, [], 20, 2),
+    # ImageNet layout: 3x224x224, 1000 classes
+    "resnet50": (lambda: ResNet(50, 1000, 3, True), (3, 224, 224), 1000, 1e-4, ["--imagenet"],
+                 3, 1),
+}
+
+
+def peak_rss_mib():
+    """VmHWM of this process (ru_maxrss survives exec on Linux and would report the parent's)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def torch_run(model, batch, steps, warmup, repeats, threads):
     torch.set_num_threads(threads)
     torch.manual_seed(1)
-    make, sample = MODELS[model]
+    make, sample, classes, wd = MODELS[model][:4]
     net = make()
     net.train()
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=wd)
     x = torch.randn(batch, *sample)
-    y = torch.randint(0, 10, (batch,))
+    y = torch.randint(0, classes, (batch,))
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -68,13 +210,22 @@ def torch_run(model, batch, steps, warmup, repeats, threads):
         for _ in range(steps):
             step()
         rates.append(batch * steps / (time.perf_counter() - t0))
-    return rates
+    return {"framework": "torch", "images_per_s": rates, "peak_rss_mib": peak_rss_mib()}
+
+
+def torch_in_child(model, batch, steps, warmup, repeats, threads):
+    """torch_run in a fresh process (its own peak RSS)."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", "--model", model, "--batch", str(batch), "--steps",
+         str(steps), "--warmup", str(warmup), "--repeats", str(repeats), "--threads",
+         str(threads)], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def loom_run(binary, model, batch, steps, warmup, repeats, threads):
     out = subprocess.run(
         [binary, "--model", model, "--batch", str(batch), "--steps", str(steps), "--warmup",
-         str(warmup), "--repeats", str(repeats), "--threads", str(threads)],
+         str(warmup), "--repeats", str(repeats), "--threads", str(threads)] + MODELS[model][4],
         check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -87,28 +238,40 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--loom", default="build/bin/loom_bench_train")
     ap.add_argument("--model", default="lenet", choices=sorted(MODELS))
-    ap.add_argument("--batch", type=int, nargs="+", default=[32, 256])
-    ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--batch", type=int, nargs="+", default=None,
+                    help="batch sizes (default: 32 256 for lenet, 32 for resnet18, 8 for resnet50)")
+    ap.add_argument("--steps", type=int, default=None, help="steps per timed run (per-model default)")
+    ap.add_argument("--warmup", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    print(f"torch {torch.__version__}, {a.threads} threads, model {a.model}, {a.steps} steps x "
+    default_steps, default_warmup = MODELS[a.model][5], MODELS[a.model][6]
+    steps0 = a.steps if a.steps is not None else default_steps
+    warmup = a.warmup if a.warmup is not None else default_warmup
+    if a.worker:
+        print(json.dumps(torch_run(a.model, a.batch[0], steps0, warmup, a.repeats, a.threads)))
+        return 0
+    batches = a.batch or {"lenet": [32, 256], "resnet18": [32], "resnet50": [8]}[a.model]
+    print(f"torch {torch.__version__}, {a.threads} threads, model {a.model}, {steps0} steps x "
           f"{a.repeats} runs per figure")
     ratios = []
-    for batch in a.batch:
-        steps = max(10, a.steps * 32 // batch) if batch > 32 else a.steps
-        lo = loom_run(a.loom, a.model, batch, steps, a.warmup, a.repeats, a.threads)
-        pt = torch_run(a.model, batch, steps, a.warmup, a.repeats, a.threads)
-        lm, pm = lo["median"], median(pt)
-        print(f"batch {batch:4d}  loom  images/s {', '.join(f'{r:.0f}' for r in lo['images_per_s'])}"
-              f"  median {lm:.0f} spread {lo['spread']:.2f}  compile {lo['compile_ms']:.1f} ms"
+    for batch in batches:
+        steps = max(10, steps0 * 32 // batch) if batch > 32 and a.model == "lenet" else steps0
+        lo = loom_run(a.loom, a.model, batch, steps, warmup, a.repeats, a.threads)
+        pt = torch_in_child(a.model, batch, steps, warmup, a.repeats, a.threads)
+        lm, pm = lo["median"], median(pt["images_per_s"])
+        pr = pt["images_per_s"]
+        print(f"batch {batch:4d}  loom  images/s {', '.join(f'{r:.1f}' for r in lo['images_per_s'])}"
+              f"  median {lm:.1f} spread {lo['spread']:.2f}  compile {lo['compile_ms']:.1f} ms"
               f"  peak RSS {lo['peak_rss_mib']:.0f} MiB")
-        print(f"batch {batch:4d}  torch images/s {', '.join(f'{r:.0f}' for r in pt)}"
-              f"  median {pm:.0f} spread {max(pt) / min(pt):.2f}")
-        ratios.append((batch, lm / pm))
-    for batch, r in ratios:
-        print(f"ratio loom/torch, {a.model} batch {batch}: {r:.2f}")
+        print(f"batch {batch:4d}  torch images/s {', '.join(f'{r:.1f}' for r in pr)}"
+              f"  median {pm:.1f} spread {max(pr) / min(pr):.2f}"
+              f"  peak RSS {pt['peak_rss_mib']:.0f} MiB")
+        ratios.append((batch, lm / pm, lo["peak_rss_mib"] / pt["peak_rss_mib"]))
+    for batch, r, m in ratios:
+        print(f"ratio loom/torch, {a.model} batch {batch}: images/s {r:.2f}, peak RSS {m:.2f}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ void matmul_bias_act(const KernelContext& k) {
   T* y = c.data<T>();
   cpu::gemm(ta, tb, m, n, inner, T(1), a.data<T>(), std::max<std::int64_t>(1, a.dim(1)),
             b.data<T>(), std::max<std::int64_t>(1, b.dim(1)), T(0), y,
-            std::max<std::int64_t>(1, n));
+            std::max<std::int64_t>(1, n), cpu::gemm_for_shape(m, n, inner));  // as MatMul's
   const T* bias = k.in(2).data<T>();
   const Act act = act_of(k);
   const std::int64_t grain = std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(1, n));

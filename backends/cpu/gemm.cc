@@ -247,6 +247,15 @@ GemmImpl default_gemm() {
   return impl;
 }
 
+GemmImpl gemm_for_shape(std::int64_t m, std::int64_t n, std::int64_t k) {
+  static const bool named = [] {
+    const char* s = std::getenv("LOOM_GEMM");
+    return s != nullptr && *s != '\0';
+  }();
+  if (!named && 2 * m * n * k <= kSmallGemmFlops) return GemmImpl::kEigen;
+  return default_gemm();
+}
+
 std::string_view gemm_name(GemmImpl impl) {
   switch (impl) {
     case GemmImpl::kOpenBLAS: return "openblas";

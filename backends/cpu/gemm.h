@@ -18,6 +18,12 @@ enum class GemmImpl { kOpenBLAS, kEigen };
 // (seed_all(seed, true), backends/random.h: bitwise the same for any thread count); else the
 // measured default.
 GemmImpl default_gemm();
+// The implementation for one product when none is named, from its shape only: products of at most
+// kSmallGemmFlops (2·m·n·k) run on the calling thread with Eigen (OpenBLAS would wake its own
+// threads for them, which costs more than the product on a small machine: LeNet's dense
+// layers); larger ones get default_gemm(). LOOM_GEMM, when set, decides for every size.
+inline constexpr std::int64_t kSmallGemmFlops = std::int64_t{1} << 22;
+GemmImpl gemm_for_shape(std::int64_t m, std::int64_t n, std::int64_t k);
 std::string_view gemm_name(GemmImpl impl);
 
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,

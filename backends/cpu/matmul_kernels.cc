@@ -1,6 +1,7 @@
 // CPU kernels of the matrix-product family, Float32 and Float64.
 //
-// MatMul is one cpu::gemm call. BatchMatMul runs one gemm per output matrix, locating each
+// MatMul is one cpu::gemm call (small products on the calling thread with Eigen,
+// cpu::gemm_for_shape). BatchMatMul runs one gemm per output matrix, locating each
 // operand's matrix through broadcast batch strides; small matrices are spread over the pool
 // (each gemm then runs on one thread), large ones run one after another with gemm's own
 // threading. BiasAdd adds the bias along the channel axis; BiasAddGrad sums over every other
@@ -19,6 +20,11 @@ namespace {
 
 constexpr std::int64_t kGrain = 16384;  // elements per parallel_for chunk of the simple loops
 
+// MatMul's implementation is chosen by shape (cpu::gemm_for_shape): products of at most 4 MFLOP
+// run on the calling thread with Eigen. The 9 MatMuls of a LeNet step at batch 32 (3 MFLOP and
+// less) took 374-400 µs with OpenBLAS on 2 threads (its threads' wake-ups, and their spinning
+// against the pool's workers on 2 cores), 150 µs on 1 thread, 177 µs now (bench/README.md).
+
 template <typename T>
 void matmul(const KernelContext& k) {
   const Tensor& a = k.in(0);
@@ -30,7 +36,7 @@ void matmul(const KernelContext& k) {
   const std::int64_t inner = ta ? a.dim(0) : a.dim(1);
   cpu::gemm(ta, tb, m, n, inner, T(1), a.data<T>(), std::max<std::int64_t>(1, a.dim(1)),
             b.data<T>(), std::max<std::int64_t>(1, b.dim(1)), T(0), c.data<T>(),
-            std::max<std::int64_t>(1, n));
+            std::max<std::int64_t>(1, n), cpu::gemm_for_shape(m, n, inner));
 }
 
 // Element offsets of matrix `index` (a flat index over the output's batch dims) in an operand

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "backends/thread_pool.h"
 #include "core/ir/abstract.h"
@@ -88,6 +89,24 @@ bool needs_infer(const FuncGraph& g) {
 }
 
 }  // namespace
+
+bool writes_every_output_element(std::string_view op) {
+  // Kept to the kernels of backends/cpu/{math,activation,array,matmul,optimizer,fused}_kernels.cc,
+  // each of which assigns every output element in a loop over the whole output. The owners of
+  // other kernels add theirs here together with a case in the runtime test.
+  static const std::unordered_set<std::string_view> ops = {
+      // math
+      "Add", "Sub", "Mul", "RealDiv", "Pow", "Maximum", "Minimum", "Equal", "Less", "Greater",
+      "Neg", "Square", "Abs", "Sign", "Sqrt", "Rsqrt", "Exp", "Log", "Select", "ZerosLike",
+      "OnesLike",
+      // activation
+      "ReLU", "ReLU6", "Sigmoid", "Tanh", "GeLU",
+      // array (a byte copy)
+      "Flatten",
+      // dense, bias, optimizer, fused
+      "MatMul", "BiasAdd", "BiasAddGrad", "ApplyMomentum", "ApplyAdam", "MatMulBiasAct"};
+  return ops.count(op) > 0;
+}
 
 // An If / While launch: the trees of its operands (buffers, tuples, non-tensor constants) and
 // the nested plans it runs.
@@ -477,6 +496,30 @@ class Compiler {
   std::vector<bool> elementwise_;
 };
 
+std::size_t Executable::arena_bytes(const Value& v) const {
+  if (v.is_tensor()) {
+    return arena_ && v.as_tensor().storage() == arena_ ? v.as_tensor().nbytes() : 0;
+  }
+  std::size_t n = 0;
+  if (v.is_tuple()) {
+    for (const Value& e : v.elements()) n += arena_bytes(e);
+  }
+  return n;
+}
+
+Value Executable::copy_out_of_arena(const Value& v) const {
+  if (v.is_tensor()) {
+    return arena_ && v.as_tensor().storage() == arena_ ? Value::tensor(v.as_tensor().clone()) : v;
+  }
+  if (v.is_tuple() && escapes_arena(v)) {
+    std::vector<Value> elements;
+    elements.reserve(v.elements().size());
+    for (const Value& e : v.elements()) elements.push_back(copy_out_of_arena(e));
+    return Value::tuple(std::move(elements));
+  }
+  return v;
+}
+
 bool Executable::escapes_arena(const Value& v) const {
   if (v.is_tensor()) return arena_ && v.as_tensor().storage() == arena_;
   if (v.is_tuple()) {
@@ -526,9 +569,15 @@ std::unique_ptr<Executable> Compiler::flat(const FuncGraph& graph, backend::Back
   c.run(graph);
   // Mark first writes: an output slot allocates when `fresh`.
   std::size_t k = 0;
+  const bool cpu = b.device() == backend::Device::kCPU;
   for (auto& l : exe->launches_) {
     l.fresh.resize(l.outputs.size());
     for (std::size_t j = 0; j < l.outputs.size(); ++j) l.fresh[j] = c.fresh_[k++];
+    if (cpu && !l.control && writes_every_output_element(l.prim->name())) {
+      bool empty_input = false;
+      for (std::size_t in : l.inputs) empty_input |= shape_numel(exe->buffers_[in].shape) == 0;
+      l.zero_fresh = empty_input;
+    }
   }
   exe->cur_.resize(exe->buffers_.size());
   for (std::size_t i = 0; i < exe->buffers_.size(); ++i) {
@@ -625,7 +674,7 @@ Value Executable::run(std::vector<Value> args) {
   outs_.clear();
   for (std::size_t li = 0; li < launches_.size(); ++li) {
     const Launch& l = launches_[li];
-    for (std::size_t j = 0; j < l.outputs.size(); ++j) {
+    for (std::size_t j = 0; j < l.outputs.size() && l.zero_fresh; ++j) {
       if (!l.fresh[j]) continue;
       Tensor& t = cur_[l.outputs[j]];
       std::memset(t.raw_data(), 0, t.nbytes());  // kernels get zeroed outputs, as in eager
@@ -660,7 +709,18 @@ Value Executable::run(std::vector<Value> args) {
   }
   Value out = build(output_);
   for (std::size_t b : param_buffers_) cur_[b] = Tensor();
-  if (escapes_arena(out)) arena_.reset();  // the caller holds it now; the next run takes another
+  if (escapes_arena(out)) {
+    // Results in the arena must survive the next run. Small ones (a training step's loss) are
+    // copied out, so the arena is kept: handing it over would make the next run allocate and
+    // page in a whole new arena (723 MiB for a ResNet-50 step at batch 8), and a caller keeping
+    // the loss would keep the whole arena alive. Results that fill much of the arena are handed
+    // over with it instead (the caller holds it now; the next run takes another).
+    if (4 * arena_bytes(out) <= plan_.peak_bytes) {
+      out = copy_out_of_arena(out);
+    } else {
+      arena_.reset();
+    }
+  }
   return out;
 }
 

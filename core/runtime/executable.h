@@ -23,9 +23,11 @@
 //
 // Buffers: every planned intermediate is a view (Tensor::view) at its planned offset in one arena
 // of peak_bytes(), allocated once and reused by every run; a buffer is zero-filled before the
-// launch that first writes it (kernels get zeroed outputs, as in eager execution). When a run
-// returns a tensor that lives in the arena, the caller now holds that memory, so the next run
-// takes a fresh arena instead of overwriting it.
+// launch that first writes it (kernels get zeroed outputs, as in eager execution), unless that
+// launch's kernel writes every element anyway (writes_every_output_element). Results a run
+// returns never share memory with the next run: results that live in the arena and together
+// take at most a quarter of it (a loss) are copied out and the arena is kept; larger ones keep
+// the arena (the caller now holds that memory) and the next run takes a fresh one.
 //
 // Donation (CompileOptions::donate): an output leaf may be written straight into the caller's
 // argument tensor (a training step updating weights in place). Valid when shapes and dtypes match
@@ -85,6 +87,9 @@ class Executable {
     std::vector<std::size_t> outputs;  // buffer ids
     std::string name, scope;
     std::vector<bool> fresh;  // per output: this launch writes the buffer first (allocates it)
+    // The fresh outputs are zero-filled before the kernel runs; false when the kernel writes
+    // every element of every output itself (writes_every_output_element).
+    bool zero_fresh = true;
     std::shared_ptr<Control> control;  // If / While: a control launch (kernel unset)
   };
   enum class BufferKind { kParameter, kConstant, kIntermediate };
@@ -159,8 +164,18 @@ class Executable {
   std::vector<Tensor> ins_, outs_;  // scratch
   std::vector<Tensor> cur_;         // the tensor of each buffer during a run
   bool escapes_arena(const ir::Value& v) const;
+  std::size_t arena_bytes(const ir::Value& v) const;           // bytes of v's tensors in the arena
+  ir::Value copy_out_of_arena(const ir::Value& v) const;  // v with its arena tensors cloned
   std::shared_ptr<Storage> arena_;  // the planned intermediates' memory; null until first run
 };
+
+// True for the ops whose CPU kernels write every element of every output whatever the inputs
+// (elementwise arithmetic, Select, MatMul, BiasAdd, the optimizer updates, the fused ops...): the
+// runtime then skips zero-filling their fresh outputs (a launch with an empty input still gets
+// them zeroed). Other kernels (those accumulating into their output, such as col2im or a
+// pooling gradient) keep the zero-fill. tests/core/runtime checks every listed op against a
+// NaN-filled output.
+bool writes_every_output_element(std::string_view op);
 
 // Compiles `graph` (inferring it first when a node lacks an abstract). The Executable keeps its
 // primitives and constants; it does not refer to the Module afterwards, except an interpreted()

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "backends/cpu/gemm.h"
@@ -449,6 +450,16 @@ TEST(Gemm, EigenSplitRepeatsBitwise) {
 TEST(Gemm, Names) {
   EXPECT_EQ(backend::cpu::gemm_name(backend::cpu::GemmImpl::kOpenBLAS), "openblas");
   EXPECT_EQ(backend::cpu::gemm_name(backend::cpu::GemmImpl::kEigen), "eigen");
+}
+
+// Small products (LeNet's dense layers) go to Eigen on the calling thread, by shape only;
+// large ones to the default; LOOM_GEMM (read once per process) would override both.
+TEST(Gemm, ImplementationForShape) {
+  using backend::cpu::GemmImpl;
+  if (std::getenv("LOOM_GEMM") != nullptr) GTEST_SKIP() << "LOOM_GEMM set";
+  EXPECT_EQ(backend::cpu::gemm_for_shape(32, 120, 400), GemmImpl::kEigen);  // 3.1 MFLOP
+  EXPECT_EQ(backend::cpu::gemm_for_shape(256, 120, 400), backend::cpu::default_gemm());
+  EXPECT_EQ(backend::cpu::gemm_for_shape(1024, 1024, 1024), backend::cpu::default_gemm());
 }
 
 }  // namespace

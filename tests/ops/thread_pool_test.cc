@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "backends/thread_pool.h"
@@ -51,6 +54,47 @@ TEST(ThreadPool, NestedCallsRunAndExceptionsPropagate) {
                                    if (b == 5) throw ValueError("boom");
                                  }),
                ValueError);
+}
+
+// Many back-to-back jobs, with and without spinning, and with gaps longer than the spin (workers
+// asleep, woken late: the caller may finish every chunk before they join). Every index is
+// covered exactly once per job, and the per-chunk partial sums are the same as with one thread.
+TEST(ThreadPool, BackToBackAndLateWorkersGiveTheSameChunks) {
+  for (std::int64_t spin_us : {0, 5, 100000}) {
+    ThreadPool pool(3, spin_us);
+    ThreadPool one(1, 0);
+    for (int job = 0; job < 300; ++job) {
+      const std::int64_t n = 1 + (job * 7919) % 5000;
+      const std::int64_t grain = 1 + job % 300;
+      std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+      std::vector<std::int64_t> ends(static_cast<std::size_t>(ThreadPool::num_chunks(n, grain)));
+      pool.parallel_for(n, grain, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)]++;
+        ends[static_cast<std::size_t>(b / grain)] = e;
+      });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "spin " << spin_us << " job " << job;
+      for (std::size_t c = 0; c < ends.size(); ++c) {
+        ASSERT_EQ(ends[c], std::min<std::int64_t>(n, static_cast<std::int64_t>(c + 1) * grain));
+      }
+      if (job % 50 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    EXPECT_THROW(pool.parallel_for(64, 1,
+                                   [&](std::int64_t b, std::int64_t) {
+                                     if (b == 63) throw ValueError("boom");
+                                   }),
+                 ValueError);
+    std::atomic<int> after{0};
+    pool.parallel_for(10, 1, [&](std::int64_t, std::int64_t) { after++; });
+    EXPECT_EQ(after.load(), 10);
+  }
+}
+
+TEST(ThreadPool, SpinEnvironmentVariableIsChecked) {
+  setenv("LOOM_POOL_SPIN_US", "abc", 1);
+  EXPECT_THROW(ThreadPool(2), ValueError);
+  setenv("LOOM_POOL_SPIN_US", "0", 1);
+  EXPECT_NO_THROW(ThreadPool(2));
+  unsetenv("LOOM_POOL_SPIN_US");
 }
 
 }  // namespace

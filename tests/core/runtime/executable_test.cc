@@ -9,6 +9,7 @@
 #include <set>
 
 #include "backends/eager.h"
+#include "backends/kernel.h"
 #include "backends/thread_pool.h"
 #include "core/autodiff/grad.h"
 #include "core/ir/anf.h"
@@ -512,6 +513,88 @@ TEST(CompiledFunction, CompilesOncePerSignature) {
   EXPECT_EQ(fn.num_compilations(), 4u);
 }
 
+// Every op the runtime no longer zero-fills for (writes_every_output_element) must write every
+// output element itself: run its CPU kernel on outputs filled with NaN bytes and compare with the
+// eager result (zeroed outputs), bitwise.
+TEST(Executable, KernelsListedAsWritingEveryElementDoSo) {
+  std::mt19937 rng(11);
+  const Shape s{3, 5};
+  auto pos = [&](const Shape& sh) { return random_tensor(DType::kFloat32, sh, rng, 0.25, 2.0); };
+  auto any = [&](const Shape& sh) { return random_tensor(DType::kFloat32, sh, rng); };
+  auto scalar = [](double v) { return Tensor::scalar(DType::kFloat32, v); };
+  Tensor mask(DType::kBool, s);
+  for (std::int64_t i = 0; i < mask.numel(); ++i) mask.data<bool>()[i] = (i * 7) % 3 == 0;
+  struct Case {
+    const char* op;
+    std::vector<Tensor> in;
+    ir::Primitive::Attrs attrs;
+  };
+  std::vector<Case> cases;
+  for (const char* op : {"Add", "Sub", "Mul", "RealDiv", "Pow", "Maximum", "Minimum", "Equal",
+                         "Less", "Greater"}) {
+    cases.push_back({op, {pos(s), pos(s)}, {}});
+  }
+  cases.push_back({"Add", {any(s), any({5})}, {}});  // broadcast
+  for (const char* op : {"Neg", "Square", "Abs", "Sign", "Sqrt", "Rsqrt", "Exp", "Log",
+                         "ZerosLike", "OnesLike", "ReLU", "ReLU6", "Sigmoid", "Tanh", "GeLU",
+                         "Flatten"}) {
+    cases.push_back({op, {op == std::string("Flatten") ? any({3, 2, 4}) : pos(s)}, {}});
+  }
+  cases.push_back({"Select", {mask, any(s), any(s)}, {}});
+  cases.push_back({"MatMul", {any({3, 4}), any({4, 5})}, {}});
+  cases.push_back({"MatMul", {any({4, 3}), any({5, 4})},
+                   {{"transpose_a", Value::boolean(true)}, {"transpose_b", Value::boolean(true)}}});
+  cases.push_back({"BiasAdd", {any({2, 3, 4, 4}), any({3})}, {}});
+  cases.push_back({"BiasAdd", {any(s), any({5})}, {}});
+  cases.push_back({"BiasAddGrad", {any({2, 3, 4, 4})}, {}});
+  cases.push_back({"BiasAddGrad", {any(s)}, {}});
+  cases.push_back({"MatMulBiasAct", {any({3, 4}), any({4, 5}), any({5})},
+                   {{"act", Value::string("relu")}}});
+  cases.push_back({"ApplyMomentum", {any(s), any(s), scalar(0.1), any(s), scalar(0.9)}, {}});
+  cases.push_back({"ApplyAdam", {any(s), any(s), pos(s), scalar(0.9), scalar(0.99), scalar(0.01),
+                                 scalar(0.9), scalar(0.999), scalar(1e-8), any(s)},
+                   {}});
+  std::set<std::string> covered;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    ASSERT_TRUE(writes_every_output_element(c.op));
+    covered.insert(c.op);
+    std::vector<Value> args;
+    for (const Tensor& t : c.in) args.push_back(Value::tensor(t));
+    const ir::PrimitivePtr prim = ops::make_op(c.op, c.attrs);
+    const Value ref = backend::run_op(*prim, args);
+    std::vector<Tensor> ref_leaves;
+    if (ref.is_tensor()) {
+      ref_leaves.push_back(ref.as_tensor());
+    } else {
+      for (const Value& e : ref.elements()) ref_leaves.push_back(e.as_tensor());
+    }
+    std::vector<Tensor> outs;
+    for (const Tensor& r : ref_leaves) {
+      Tensor t(r.dtype(), r.shape());
+      std::memset(t.raw_data(), 0xFF, t.nbytes());  // NaN for floats, true-ish garbage for Bool
+      outs.push_back(t);
+    }
+    const DType key = c.op == std::string("Select") ? c.in[1].dtype() : c.in[0].dtype();
+    const backend::Kernel k =
+        backend::KernelRegistry::global().find(c.op, key, backend::Device::kCPU);
+    ASSERT_TRUE(k);
+    k(backend::KernelContext{*prim, c.in, outs, backend::ThreadPool::global()});
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      if (outs[i].dtype() == DType::kBool) {  // compare truth values: garbage bytes are not 0/1
+        for (std::int64_t j = 0; j < outs[i].numel(); ++j) {
+          ASSERT_EQ(outs[i].data<bool>()[j], ref_leaves[i].data<bool>()[j]) << j;
+        }
+      } else {
+        EXPECT_TRUE(outs[i].bitwise_equal(ref_leaves[i])) << "output " << i;
+      }
+    }
+  }
+  EXPECT_FALSE(writes_every_output_element("Conv2DBackpropInput"));
+  EXPECT_FALSE(writes_every_output_element("MaxPoolGrad"));
+  EXPECT_EQ(covered.size(), 33u);  // every listed op has a case
+}
+
 TEST(Executable, HookSeesEveryLaunch) {
   Module m;
   FuncGraph* g = m.add_graph("f");
@@ -589,6 +672,35 @@ TEST(Executable, ReturnedResultsAreNeverOverwrittenByTheNextRun) {
   // Both results of one run sit in the same arena.
   EXPECT_TRUE(second.elements()[0].as_tensor().shares_storage_with(second.elements()[1].as_tensor()));
   EXPECT_EQ(second.elements()[1].as_tensor().get(0), 81.0);
+}
+
+// A small result (a loss) is copied out of the arena, which the next run reuses: no new arena
+// (and no page faults) per run, and the caller's result still never changes.
+TEST(Executable, SmallResultsAreCopiedOutAndTheArenaIsKept) {
+  ir::Module m;
+  ir::FuncGraph* g = m.add_graph("main");
+  ir::Node* x = g->add_parameter("x", ir::Abstract::tensor(DType::kFloat32, {1000}));
+  ir::Node* e = g->add_call(ops::make_op("Exp"), {x});
+  ir::Node* n = g->add_call(ops::make_op("Mul"), {e, x});
+  g->set_output(g->add_call(ops::make_op("ReduceSum"), {n}));
+  auto exe = compile(*g);
+  std::vector<const void*> exp_out;
+  exe->set_hook([&](const LaunchInfo& i) {
+    if (i.op == "Exp") exp_out.push_back(i.outputs[0].raw_data());
+  });
+  auto arg = [](double v) {
+    return ir::Value::tensor(Tensor::from_doubles(DType::kFloat32, {1000},
+                                                  std::vector<double>(1000, v)));
+  };
+  ir::Value first = exe->run({arg(0.5)});
+  const Tensor kept = first.as_tensor().clone();
+  ir::Value second = exe->run({arg(-0.5)});
+  ASSERT_EQ(exp_out.size(), 2u);
+  EXPECT_EQ(exp_out[0], exp_out[1]);  // the same arena both runs
+  EXPECT_TRUE(first.as_tensor().bitwise_equal(kept));
+  EXPECT_FALSE(first.as_tensor().shares_storage_with(second.as_tensor()));
+  EXPECT_TRUE(second.as_tensor().bitwise_equal(
+      interpret(*g, {arg(-0.5)}).as_tensor()));
 }
 
 }  // namespace
