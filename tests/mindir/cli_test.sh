@@ -6,7 +6,7 @@ loom=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-"$loom" export lenet --output "$tmp/lenet.mindir" --batch 2 | grep -q "exported lenet (input Float32 (2, 1, 32, 32))"
+grep -q "exported lenet (input Float32 (2, 1, 32, 32))" <<<"$("$loom" export lenet --output "$tmp/lenet.mindir" --batch 2)"
 show=$("$loom" mindir show "$tmp/lenet.mindir")
 for want in "producer loom" "x0  Float32 (2, 1, 32, 32)" "Conv2D  2" "MatMul  3" "fc3.bias  Float32 (10)" "8 parameters, 61684 values"; do
   grep -qF "$want" <<<"$show" || { echo "mindir show: missing '$want'"; echo "$show"; exit 1; }
@@ -18,9 +18,9 @@ hlen=$(( (10 + ${#header} + 1 + 63) / 64 * 64 - 10 ))
 pad=$((hlen - ${#header} - 1))
 { printf '\x93NUMPY\x01\x00'; printf "\\x$(printf %02x "$hlen")\\x00"; printf '%s' "$header";
   printf '%*s' "$pad" ''; printf '\n'; head -c $((3 * 1024 * 4)) /dev/zero; } > "$tmp/x.npy"
-"$loom" run "$tmp/lenet.mindir" --input "$tmp/x.npy" --output "$tmp/y.npy" | grep -qF "wrote Float32 (3, 10)"
+grep -qF "wrote Float32 (3, 10)" <<<"$("$loom" run "$tmp/lenet.mindir" --input "$tmp/x.npy" --output "$tmp/y.npy")"
 [ "$(head -c 6 "$tmp/y.npy" | tail -c 5)" = "NUMPY" ]
-"$loom" run "$tmp/lenet.mindir" --input "$tmp/x.npy" | grep -qF "Float32 (3, 10)"
+grep -qF "Float32 (3, 10)" <<<"$("$loom" run "$tmp/lenet.mindir" --input "$tmp/x.npy")"
 
 set +e
 "$loom" export lenet >/dev/null 2>&1; [ $? -eq 2 ] || { echo "export without --output: expected 2"; exit 1; }

@@ -107,6 +107,6 @@ expect_error "--summary-dir: only \`loom train\` takes it" eval lenet --summary-
 expect_error "loom train: fashion_mnist_dir: /nonexistent/fmnist" \
   train lenet --data-dir /nonexistent/fmnist
 expect_error "--epochs: only \`loom train\` takes it" eval lenet --epochs 2
-"$loom" train --help | grep -q -- "--train-samples N" || fail "train --help: no --train-samples"
-"$loom" eval --help | grep -q -- "--ckpt" || fail "eval --help: does not say where --ckpt is"
+grep -q -- "--train-samples N" <<<"$("$loom" train --help)" || fail "train --help: no --train-samples"
+grep -q -- "--ckpt" <<<"$("$loom" eval --help)" || fail "eval --help: does not say where --ckpt is"
 echo "train_cli: ok"
