@@ -8,6 +8,7 @@
 #include "core/ir/error.h"
 #include "nn/cell.h"
 #include "nn/train.h"
+#include "summary/histogram.h"
 
 namespace loom::summary {
 
@@ -146,19 +147,58 @@ void SummaryCollector::on_train_step_end(nn::RunContext& rc) {
   }
   if (gradients_ && rc.train_network && rc.train_network->return_gradients() &&
       !rc.train_network->gradients().empty()) {
-    double total = 0;
+    // Copies now (a memcpy each; the step's outputs may be reused), the norms and histograms on
+    // the writer thread, in the order they were written before.
+    struct Grad {
+      std::string name;
+      Tensor value;
+      bool histogram;
+    };
+    std::vector<Grad> grads;
     int taken = 0;
     for (const auto& [name, g] : rc.train_network->gradients()) {
-      double sq = 0;
-      for (double x : g.to_doubles()) sq += x * x;
-      total += sq;
-      if (histogram_selected(name, taken)) {
-        record_->add_histogram(name + "/grad", g, step);
-        record_->add_scalar("gradient_norm/" + name, std::sqrt(sq), step);
-        ++taken;
-      }
+      const bool selected = histogram_selected(name, taken);
+      if (selected) ++taken;
+      grads.push_back({name, g.clone(), selected});
     }
-    record_->add_scalar("gradient_norm", std::sqrt(total), step);
+    record_->add_deferred([grads = std::move(grads), step] {
+      std::vector<tb::Event> out;
+      auto add = [&](const std::string& tag) {
+        tb::Event& e = out.emplace_back();
+        e.set_step(step);
+        tb::Summary::Value* v = e.mutable_summary()->add_value();
+        v->set_tag(tag);
+        return v;
+      };
+      double total = 0;
+      for (const Grad& g : grads) {
+        double sq = 0;
+        if (g.histogram) {  // the histogram's sum of squares is the norm's, unless NaN / inf
+          Histogram h = make_histogram(g.value);
+          if (h.skipped == 0) {
+            sq = h.proto.sum_squares();
+            total += sq;
+            *add(g.name + "/grad")->mutable_histo() = std::move(h.proto);
+            add("gradient_norm/" + g.name)->set_simple_value(static_cast<float>(std::sqrt(sq)));
+            continue;
+          }
+        }
+        if (g.value.dtype() == DType::kFloat32) {
+          const float* p = g.value.data<float>();
+          for (std::int64_t i = 0, n = g.value.numel(); i < n; ++i)
+            sq += static_cast<double>(p[i]) * static_cast<double>(p[i]);
+        } else {
+          for (double x : g.value.to_doubles()) sq += x * x;
+        }
+        total += sq;
+        if (g.histogram) {
+          *add(g.name + "/grad")->mutable_histo() = std::move(make_histogram(g.value).proto);
+          add("gradient_norm/" + g.name)->set_simple_value(static_cast<float>(std::sqrt(sq)));
+        }
+      }
+      add("gradient_norm")->set_simple_value(static_cast<float>(std::sqrt(total)));
+      return out;
+    });
   }
 }
 

@@ -55,9 +55,15 @@ SummaryRecord::~SummaryRecord() {
 void SummaryRecord::worker() {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    cv_.wait(lk, [&] { return !queue_.empty() || closing_; });
+    // Woken by a batch's worth of events, a flush or close, or after kWakeInterval: not by every
+    // event (a wake-up per event cost more than the events' writing at collect_freq 1).
+    cv_.wait_for(lk, kWakeInterval, [&] {
+      return queue_.size() >= wake_batch() || flush_wanted_ || closing_;
+    });
+    flush_wanted_ = false;
+    if (queue_.empty() && !closing_) continue;
     if (queue_.empty()) break;  // closing and drained
-    std::deque<tb::Event> batch;
+    std::deque<Item> batch;
     batch.swap(queue_);
     const bool failed = error_ != nullptr;
     done_cv_.notify_all();  // room in the queue
@@ -65,7 +71,17 @@ void SummaryRecord::worker() {
     std::exception_ptr err;
     if (!failed) {
       try {
-        for (const tb::Event& e : batch) writer_->write(e);
+        for (Item& item : batch) {
+          if (!item.make) {
+            writer_->write(item.event);
+            continue;
+          }
+          for (tb::Event& e : item.make()) {
+            if (e.wall_time() == 0) e.set_wall_time(item.wall_time);
+            writer_->write(e);
+          }
+          item.make = nullptr;  // frees the copies it held
+        }
         writer_->flush();
       } catch (...) {
         err = std::current_exception();
@@ -83,7 +99,13 @@ void SummaryRecord::rethrow_pending_error() {
   if (error_) std::rethrow_exception(error_);
 }
 
-void SummaryRecord::enqueue(tb::Event event) {
+void SummaryRecord::enqueue(tb::Event event) { enqueue_item(Item{.event = std::move(event)}); }
+
+void SummaryRecord::add_deferred(std::function<std::vector<tb::Event>()> make) {
+  enqueue_item(Item{.make = std::move(make), .wall_time = wall_time_now()});
+}
+
+void SummaryRecord::enqueue_item(Item item) {
   std::unique_lock<std::mutex> lk(mu_);
   rethrow_pending_error();
   if (closing_)
@@ -91,15 +113,19 @@ void SummaryRecord::enqueue(tb::Event event) {
                      log_dir_ + ")");
   done_cv_.wait(lk, [&] { return queue_.size() < options_.max_queue || error_; });
   rethrow_pending_error();
-  queue_.push_back(std::move(event));
+  queue_.push_back(std::move(item));
   ++enqueued_;
-  cv_.notify_one();
+  if (queue_.size() >= wake_batch()) cv_.notify_one();
 }
 
 void SummaryRecord::flush() {
   std::unique_lock<std::mutex> lk(mu_);
   const std::uint64_t target = enqueued_;
-  if (!closed_) done_cv_.wait(lk, [&] { return flushed_ >= target; });
+  if (!closed_ && flushed_ < target) {
+    flush_wanted_ = true;
+    cv_.notify_one();
+    done_cv_.wait(lk, [&] { return flushed_ >= target; });
+  }
   rethrow_pending_error();
 }
 
@@ -153,8 +179,16 @@ void SummaryRecord::add_histogram(const std::string& tag, std::span<const double
 
 void SummaryRecord::add_histogram(const std::string& tag, const Tensor& values,
                                   std::int64_t step) {
-  const std::vector<double> v = values.to_doubles();
-  add_histogram(tag, std::span<const double>(v), step);
+  // A copy now (the caller may update the tensor in place), the buckets on the writer thread.
+  add_deferred([tag, step, copy = values.clone()] {
+    std::vector<tb::Event> out(1);
+    tb::Event& e = out[0];
+    e.set_step(step);
+    tb::Summary::Value* v = e.mutable_summary()->add_value();
+    v->set_tag(tag);
+    *v->mutable_histo() = std::move(make_histogram(copy).proto);
+    return out;
+  });
 }
 
 void SummaryRecord::add_image(const std::string& tag, const Tensor& image, std::int64_t step,

@@ -13,14 +13,16 @@
 //   rec.end_hparams_session(true);
 //   // ~SummaryRecord flushes and closes
 //
-// Each add_* builds its Event on the caller's thread (tensors are read at the call, so a later
-// in-place update of a weight does not change what is recorded) and queues it; a background
-// thread frames and writes the events in call order. flush() returns once every event queued
-// before it is written to the OS. close() (and the destructor, also during stack unwinding)
-// writes everything queued and closes the file: nothing queued is lost when training ends
-// normally or by an exception. At most `max_queue` events wait; add_* blocks while the queue is
-// full. A write error on the background thread is rethrown (as loom::Error) by the next add_*,
-// flush() or close(); the destructor swallows it.
+// Each add_* reads its tensors at the call (a copy: a later in-place update of a weight does not
+// change what is recorded) and queues the event; a background thread frames and writes the events
+// in call order, woken by a batch of events, a flush or close, or every 200 ms (not per event).
+// The costly part of a histogram (bucketing a tensor's values) runs on that thread, from the
+// copy, so the caller pays a memcpy; add_deferred queues any such work. flush() returns once
+// every event queued before it is written to the OS. close() (and the destructor, also during
+// stack unwinding) writes everything queued and closes the file: nothing queued is lost when
+// training ends normally or by an exception. At most `max_queue` events wait; add_* blocks while
+// the queue is full. A write error on the background thread is rethrown (as loom::Error) by the
+// next add_*, flush() or close(); the destructor swallows it.
 //
 // The encodings (shared/formats.md §3.2): scalars as Value.simple_value; histograms as
 // Value.histo with TensorFlow's default buckets (summary/histogram.h); images as Value.image (PNG,
@@ -31,10 +33,13 @@
 // 0, tensor DT_FLOAT of shape [0]), in the same run, as tensorboardX does.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -113,6 +118,10 @@ class SummaryRecord {
   void end_hparams_session(bool success, std::int64_t step = 0);
   // Any event (its wall_time is set when 0).
   void add_event(tb::Event event);
+  // Events made later, on the background thread, in their place in the call order: `make` runs
+  // there (an exception from it is reported like a write error); events whose wall_time is 0 get
+  // the time of this call. `make` must own what it reads (copies of tensors).
+  void add_deferred(std::function<std::vector<tb::Event>()> make);
 
   void flush();
   void close();
@@ -122,7 +131,14 @@ class SummaryRecord {
   std::vector<std::string> files() const;
 
  private:
+  // An event, or work on the background thread that makes events (`make` set).
+  struct Item {
+    tb::Event event;
+    std::function<std::vector<tb::Event>()> make;
+    double wall_time = 0;
+  };
   void enqueue(tb::Event event);
+  void enqueue_item(Item item);
   void worker();
   void rethrow_pending_error();  // caller holds mu_
 
@@ -133,9 +149,13 @@ class SummaryRecord {
   mutable std::mutex mu_;
   std::condition_variable cv_;          // worker: work or closing
   std::condition_variable done_cv_;     // callers: progress
-  std::deque<tb::Event> queue_;
+  std::deque<Item> queue_;
   std::uint64_t enqueued_ = 0, flushed_ = 0;
-  bool closing_ = false, closed_ = false;
+  bool closing_ = false, closed_ = false, flush_wanted_ = false;
+  // The worker wakes when this many events wait (or on flush / close / full queue), else every
+  // kWakeInterval.
+  static constexpr std::chrono::milliseconds kWakeInterval{200};
+  std::size_t wake_batch() const { return std::min<std::size_t>(64, options_.max_queue); }
   std::exception_ptr error_;
   std::vector<std::string> files_;
   std::thread thread_;

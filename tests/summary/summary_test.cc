@@ -2,7 +2,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cfloat>
+#include <cstring>
+#include <limits>
+#include <random>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -177,6 +181,168 @@ TEST(Histogram, EmptyHasOneBucket) {
   EXPECT_EQ(h.proto.bucket_limit(0), DBL_MAX);
   EXPECT_EQ(h.proto.bucket(0), 0.0);
   EXPECT_EQ(h.proto.num(), 0.0);
+}
+
+namespace {
+// The bucketing make_histogram did before the table lookup: a binary search over the limits and a
+// scan over every bucket. The new one must give the same proto, bit for bit.
+Histogram reference_histogram(std::span<const double> values) {
+  const std::vector<double>& limits = default_bucket_limits();
+  std::vector<double> counts(limits.size(), 0.0);
+  Histogram h;
+  double mn = DBL_MAX, mx = -DBL_MAX, num = 0, sum = 0, sum_sq = 0;
+  for (double x : values) {
+    if (!std::isfinite(x)) {
+      ++h.skipped;
+      continue;
+    }
+    auto idx = static_cast<std::size_t>(std::upper_bound(limits.begin(), limits.end(), x) -
+                                        limits.begin());
+    if (idx >= limits.size()) idx = limits.size() - 1;
+    counts[idx] += 1.0;
+    mn = std::min(mn, x), mx = std::max(mx, x);
+    num += 1, sum += x, sum_sq += x * x;
+  }
+  tb::HistogramProto& p = h.proto;
+  p.set_min(mn), p.set_max(mx), p.set_num(num), p.set_sum(sum), p.set_sum_squares(sum_sq);
+  for (std::size_t i = 0; i < counts.size();) {
+    double end = limits[i], count = counts[i];
+    ++i;
+    if (count <= 0.0)
+      while (i < counts.size() && counts[i] <= 0.0) end = limits[i], count = counts[i], ++i;
+    p.add_bucket_limit(end);
+    p.add_bucket(count);
+  }
+  return h;
+}
+
+void expect_same_histogram(const Histogram& a, const Histogram& b) {
+  EXPECT_EQ(a.skipped, b.skipped);
+  EXPECT_EQ(a.proto.SerializeAsString(), b.proto.SerializeAsString())
+      << a.proto.DebugString().substr(0, 2000) << "\nvs\n" << b.proto.DebugString().substr(0, 2000);
+}
+}  // namespace
+
+TEST(Histogram, TableBucketingEqualsBinarySearch) {
+  const std::vector<double>& l = default_bucket_limits();
+  std::vector<double> in{0.0,      -0.0,     DBL_MIN,  -DBL_MIN, 4.9e-324, -4.9e-324,
+                         DBL_MAX,  -DBL_MAX, 1e-12,    -1e-12,   1e20,     -1e20,
+                         1e300,    -1e300,   NAN,      INFINITY, -INFINITY, 1.0,
+                         -1.0,     1e-13,    -1e-13,   std::nextafter(1e-12, 0.0)};
+  // Every limit, and its neighbours on both sides.
+  for (double v : l) {
+    in.push_back(v);
+    in.push_back(std::nextafter(v, INFINITY));
+    in.push_back(std::nextafter(v, -INFINITY));
+  }
+  // Random values over the whole exponent range (log-uniform magnitudes, both signs), random bit
+  // patterns (denormals, NaN payloads, infinities), and a Gaussian like weights.
+  std::mt19937_64 rng(1234);
+  std::uniform_real_distribution<double> e(-330.0, 308.0);
+  std::normal_distribution<double> g(0.0, 0.1);
+  for (int i = 0; i < 200000; ++i) {
+    in.push_back((rng() & 1 ? 1.0 : -1.0) * std::pow(10.0, e(rng)));
+    std::uint64_t bits = rng();
+    double d;
+    std::memcpy(&d, &bits, sizeof d);
+    in.push_back(d);
+    in.push_back(g(rng));
+  }
+  expect_same_histogram(make_histogram(std::span<const double>(in)),
+                        reference_histogram(std::span<const double>(in)));
+  // Each value alone (so that a wrong bucket cannot hide behind a right count elsewhere).
+  for (std::size_t i = 0; i < 20000; ++i)
+    expect_same_histogram(make_histogram(std::span<const double>(&in[i], 1)),
+                          reference_histogram(std::span<const double>(&in[i], 1)));
+  // Float32 input (spans and tensors; its own table) is bucketed as its exact double value.
+  std::vector<float> f;
+  for (std::size_t i = 0; i < 100000; ++i) f.push_back(static_cast<float>(in[i]));
+  for (int i = 0; i < 200000; ++i) {  // random float bit patterns: every exponent, both signs
+    const auto bits = static_cast<std::uint32_t>(rng());
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    f.push_back(v);
+  }
+  for (double v : l) {  // floats next to every limit
+    const float fv = static_cast<float>(v);
+    f.push_back(fv);
+    f.push_back(std::nextafter(fv, INFINITY));
+    f.push_back(std::nextafter(fv, -INFINITY));
+  }
+  f.push_back(std::numeric_limits<float>::max());
+  f.push_back(-std::numeric_limits<float>::max());
+  f.push_back(-0.0f);
+  f.push_back(std::numeric_limits<float>::denorm_min());
+  f.push_back(-std::numeric_limits<float>::denorm_min());
+  const std::vector<double> fd(f.begin(), f.end());
+  expect_same_histogram(make_histogram(std::span<const float>(f)),
+                        reference_histogram(std::span<const double>(fd)));
+  expect_same_histogram(
+      make_histogram(Tensor::from_vector<float>({static_cast<std::int64_t>(f.size())}, f)),
+      reference_histogram(std::span<const double>(fd)));
+  // Other dtypes go through to_doubles.
+  const std::vector<std::int32_t> ints{-5, 0, 0, 3, 1 << 30};
+  const std::vector<double> intd(ints.begin(), ints.end());
+  expect_same_histogram(make_histogram(Tensor::from_vector<std::int32_t>({5}, ints)),
+                        reference_histogram(std::span<const double>(intd)));
+  // Empty: the single (DBL_MAX, 0) entry both ways.
+  expect_same_histogram(make_histogram(std::span<const double>()),
+                        reference_histogram(std::span<const double>()));
+}
+
+// A histogram's tensor is copied at add_histogram: an in-place update afterwards (the next step's
+// weight update) does not change what is written.
+TEST(SummaryRecord, HistogramReadsTheTensorAtTheCall) {
+  TempDir dir;
+  Tensor w = Tensor::from_vector<float>({3}, {1.f, 2.f, 3.f});
+  {
+    SummaryRecord rec(dir.str());
+    rec.add_histogram("w", w, 1);
+    w.data<float>()[0] = 100.f;
+    rec.add_histogram("w", w, 2);
+  }
+  std::vector<double> maxes;
+  for (const std::string& f : list_event_files(dir.str()))
+    for (const EventRecord& r : read_event_file(f))
+      for (const auto& v : r.event.summary().value())
+        if (v.has_histo()) maxes.push_back(v.histo().max());
+  ASSERT_EQ(maxes.size(), 2u);
+  EXPECT_EQ(maxes[0], 3.0);
+  EXPECT_EQ(maxes[1], 100.0);
+}
+
+// add_deferred: the events come out in call order with their step, and the call's wall time; an
+// exception from the work is reported by a later call like a write error.
+TEST(SummaryRecord, DeferredEventsKeepTheCallOrder) {
+  TempDir dir;
+  {
+    SummaryRecord rec(dir.str());
+    rec.add_scalar("a", 1, 1);
+    rec.add_deferred([] {
+      std::vector<tb::Event> out(2);
+      for (int i = 0; i < 2; ++i) {
+        out[i].set_step(2);
+        auto* v = out[i].mutable_summary()->add_value();
+        v->set_tag(i == 0 ? "b" : "c");
+        v->set_simple_value(static_cast<float>(i));
+      }
+      return out;
+    });
+    rec.add_scalar("d", 3, 3);
+  }
+  std::vector<std::string> tags;
+  for (const std::string& f : list_event_files(dir.str()))
+    for (const EventRecord& r : read_event_file(f))
+      for (const auto& v : r.event.summary().value()) {
+        tags.push_back(v.tag());
+        EXPECT_GT(r.event.wall_time(), 0.0);
+      }
+  EXPECT_EQ(tags, (std::vector<std::string>{"a", "b", "c", "d"}));
+  TempDir dir2;
+  SummaryRecord rec(dir2.str() + "_err");
+  rec.add_deferred([]() -> std::vector<tb::Event> { throw Error("boom"); });
+  EXPECT_THROW(rec.flush(), Error);
+  fs::remove_all(dir2.str() + "_err");
 }
 
 // ---- PNG ------------------------------------------------------------------------------------
