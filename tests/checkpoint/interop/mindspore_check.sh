@@ -1,40 +1,9 @@
 #!/usr/bin/env bash
 # mindspore_check.sh TOOL SCRIPT: checkpoint interoperability with MindSpore itself. Runs SCRIPT
-# (mindspore_check.py) with TOOL (loom_ckpt_interop_tool) in a virtual environment holding
-# MindSpore, created once and cached in $LOOM_MS_VENV (default ~/.cache/loom/venv-ms; about 2.8 GB).
-# $LOOM_MS_SPEC overrides the pip requirement (default mindspore==2.10.0, the version verified;
-# numpy<2 because numpy 2 breaks MindSpore 2.10's C extension).
-# When the environment cannot be made (no venv module, PyPI unreachable, no wheel for this
-# Python) it prints SKIPPED and exits 0.
+# (mindspore_check.py) with TOOL (loom_ckpt_interop_tool) in the cached MindSpore virtual
+# environment of tests/mindspore_venv.sh (SKIPPED, exit 0, when it cannot be made).
 set -u
 tool=$1
 script=$2
-venv=${LOOM_MS_VENV:-${HOME:-/tmp}/.cache/loom/venv-ms}
-spec=${LOOM_MS_SPEC:-mindspore==2.10.0}
-mkdir -p "$(dirname "$venv")"
-export GLOG_v=3  # MindSpore's own log: errors only
-
-ready() { [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import mindspore" >/dev/null 2>&1; }
-
-# One creator at a time (ctest -j may run this beside another checkout's run).
-exec 9>"$venv.lock"
-flock 9
-if ! ready; then
-  rm -rf "$venv"
-  if ! python3 -m venv "$venv" >/dev/null 2>&1; then
-    rm -rf "$venv"
-    echo "SKIPPED: python3 -m venv failed (python3-venv missing?)"
-    exit 0
-  fi
-  echo "creating $venv (pip install $spec 'numpy<2', once)"
-  "$venv/bin/pip" install --disable-pip-version-check -q --timeout 60 --retries 1 \
-      "$spec" 'numpy<2' 2>&1 | tail -5
-  if ! ready; then
-    rm -rf "$venv"
-    echo "SKIPPED: pip install $spec failed (PyPI unreachable, or no wheel for $(python3 -V)?)"
-    exit 0
-  fi
-fi
-flock -u 9
-
+source "$(dirname "$0")/../../mindspore_venv.sh"
 "$venv/bin/python" "$script" "$tool"
