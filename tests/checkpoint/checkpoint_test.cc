@@ -19,30 +19,15 @@
 #include <vector>
 
 #include "core/ir/error.h"
+#include "tests/temp_dir.h"
 #include "nn/layers.h"
 
 namespace loom::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
+using loom::testing::TempDir;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "loom_ckpt_XXXXXX").string();
-    path_ = mkdtemp(templ.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, ec);
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

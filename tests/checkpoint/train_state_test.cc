@@ -16,6 +16,7 @@
 
 #include "backends/random.h"
 #include "core/ir/error.h"
+#include "tests/temp_dir.h"
 #include "data/dataset.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
@@ -25,22 +26,8 @@ namespace loom::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
+using loom::testing::TempDir;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "loom_resume_XXXXXX").string();
-    path_ = mkdtemp(templ.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 constexpr std::int64_t kRows = 40, kBatch = 8;  // 5 steps per epoch
 

@@ -12,26 +12,12 @@
 
 #include "core/ir/tensor.h"
 #include "data/dataset.h"
+#include "tests/temp_dir.h"
 
 namespace loom::data::testing {
 
-// A fresh directory under the system temp dir, removed with everything in it at destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "loom_data_XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
+using loom::testing::TempDir;
 
- private:
-  std::string path_;
-};
 
 inline void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
   FILE* f = std::fopen(path.c_str(), "wb");

@@ -23,6 +23,7 @@
 #include "summary/proto/hparams.pb.h"
 #include "summary/reader.h"
 #include "summary/summary_record.h"
+#include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace loom;
@@ -30,21 +31,8 @@ using namespace loom::summary;
 
 namespace {
 
-// A fresh directory per test.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("loom_summary_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string str() const { return path_.string(); }
+using loom::testing::TempDir;
 
- private:
-  fs::path path_;
-};
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
