@@ -17,7 +17,8 @@ KernelRegistry& KernelRegistry::global_mutable() {
     register_cpu_math_kernels(*r);
     register_cpu_activation_kernels(*r);
     register_cpu_matmul_kernels(*r);
-    register_cpu_conv_pool_kernels(*r);
+    register_cpu_conv_kernels(*r);
+    register_cpu_pool_kernels(*r);
     register_cpu_norm_loss_kernels(*r);
     register_cpu_array_kernels(*r);
     register_cpu_reduce_kernels(*r);

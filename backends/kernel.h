@@ -69,7 +69,8 @@ class KernelRegistry {
 void register_cpu_math_kernels(KernelRegistry& r);
 void register_cpu_activation_kernels(KernelRegistry& r);
 void register_cpu_matmul_kernels(KernelRegistry& r);
-void register_cpu_conv_pool_kernels(KernelRegistry& r);
+void register_cpu_conv_kernels(KernelRegistry& r);
+void register_cpu_pool_kernels(KernelRegistry& r);
 void register_cpu_norm_loss_kernels(KernelRegistry& r);
 void register_cpu_array_kernels(KernelRegistry& r);
 void register_cpu_reduce_kernels(KernelRegistry& r);

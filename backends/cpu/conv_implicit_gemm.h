@@ -1,7 +1,7 @@
 // A Float32 convolution computed as an implicit GEMM (no column matrix): y = W · col(x), where
 // the panels of col(x) the GEMM needs are packed straight from x into a small cache-resident
 // buffer and multiplied by an AVX-512 register-tiled micro-kernel (8 output channels × 32
-// output positions). It handles any stride, padding and dilation; conv_pool_kernels.cc uses it
+// output positions). It handles any stride, padding and dilation; conv_kernels.cc uses it
 // for Conv2D at stride 1 (group 1, not 1x1) and, as a convolution of dy with the flipped,
 // transposed filter, for Conv2DBackpropInput at stride 1 (not 1x1, at least 8 input channels,
 // input maps of at least 64 pixels).
