@@ -195,6 +195,7 @@ void Model::train(std::int64_t epochs, const data::DatasetPtr& dataset,
     std::int64_t loss_steps = 0;
     for (Callback* cb : callbacks) cb->on_train_epoch_begin(rc);
 
+    const Clock::time_point t_loop = Clock::now();
     for (std::int64_t i = first; i < n; ++i) {
       const Clock::time_point t_wait = Clock::now();
       std::optional<data::Row> row = it->next();
@@ -229,6 +230,7 @@ void Model::train(std::int64_t epochs, const data::DatasetPtr& dataset,
       for (Callback* cb : callbacks) cb->on_train_step_end(rc);
       if (rc.stop_requested) break;
     }
+    stats_.loop_seconds += seconds_since(t_loop);
     for (Callback* cb : callbacks) cb->on_train_epoch_end(rc);
   }
   it.reset();  // stops the prefetching workers

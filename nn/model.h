@@ -59,6 +59,8 @@ struct TrainStats {
   double step_seconds = 0;         // time inside TrainOneStepCell::step, all steps
   double data_wait_seconds = 0;    // time the loop waited on the data iterator's next()
   double compile_seconds = 0;      // tracing + grad + passes + compile of new step graph(s)
+  double loop_seconds = 0;         // wall time of the epochs' step loops: data waits, steps and
+                                   // the step callbacks (not epoch-end callbacks such as eval)
   double total_seconds = 0;
 };
 

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "backends/random.h"
+#include "backends/thread_pool.h"
 #include "core/ir/error.h"
 #include "nn/cell.h"
 #include "nn/train.h"
@@ -70,6 +71,25 @@ bool SummaryCollector::histogram_selected(const std::string& name, int taken) co
 namespace {
 
 // Float images outside [0, 1] (normalized network inputs) scaled min..max to 0..1 for the PNG.
+// Σx² in double (every value, NaN and inf included, as the norm should show them).
+double sum_of_squares(const Tensor& t) {
+  double lanes[8] = {};
+  if (t.dtype() == DType::kFloat32) {
+    const float* p = t.data<float>();
+    const std::int64_t n = t.numel();
+    std::int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      for (int j = 0; j < 8; ++j) lanes[j] += static_cast<double>(p[i + j]) * p[i + j];
+    }
+    for (; i < n; ++i) lanes[0] += static_cast<double>(p[i]) * p[i];
+  } else {
+    for (double x : t.to_doubles()) lanes[0] += x * x;
+  }
+  double sq = 0;
+  for (double l : lanes) sq += l;
+  return sq;
+}
+
 Tensor displayable(const Tensor& images) {
   if (!is_floating(images.dtype()) || images.numel() == 0) return images;
   std::vector<double> v = images.to_doubles();
@@ -134,6 +154,18 @@ void SummaryCollector::on_train_step_end(nn::RunContext& rc) {
     record_->add_image("input_data/auto", displayable(rc.data), step);
     input_done_ = true;
   }
+  // Histograms of the selected parameters, then the gradients' histograms and norms: computed
+  // here, from the live tensors (no copies), one tensor per task on the thread pool, largest
+  // first; the finished events go to the writer thread in the order below.
+  struct Job {
+    std::string name;
+    const Tensor* value;
+    bool gradient;
+    bool histogram;
+    Histogram h;
+    double sum_sq = 0;
+  };
+  std::vector<Job> jobs;
   if (histograms_ && rc.network) {
     int taken = 0;
     for (const auto& [name, p] : rc.network->parameters_and_names()) {
@@ -141,64 +173,68 @@ void SummaryCollector::on_train_step_end(nn::RunContext& rc) {
         if (histogram_regex_) continue;
         break;
       }
-      record_->add_histogram(name + "/auto", p->value, step);
+      jobs.push_back({.name = name, .value = &p->value, .gradient = false, .histogram = true});
       ++taken;
     }
   }
-  if (gradients_ && rc.train_network && rc.train_network->return_gradients() &&
-      !rc.train_network->gradients().empty()) {
-    // Copies now (a memcpy each; the step's outputs may be reused), the norms and histograms on
-    // the writer thread, in the order they were written before.
-    struct Grad {
-      std::string name;
-      Tensor value;
-      bool histogram;
-    };
-    std::vector<Grad> grads;
+  if (gradients_ && rc.train_network && rc.train_network->return_gradients()) {
     int taken = 0;
     for (const auto& [name, g] : rc.train_network->gradients()) {
       const bool selected = histogram_selected(name, taken);
       if (selected) ++taken;
-      grads.push_back({name, g.clone(), selected});
+      jobs.push_back({.name = name, .value = &g, .gradient = true, .histogram = selected});
     }
-    record_->add_deferred([grads = std::move(grads), step] {
-      std::vector<tb::Event> out;
-      auto add = [&](const std::string& tag) {
-        tb::Event& e = out.emplace_back();
-        e.set_step(step);
-        tb::Summary::Value* v = e.mutable_summary()->add_value();
-        v->set_tag(tag);
-        return v;
-      };
-      double total = 0;
-      for (const Grad& g : grads) {
-        double sq = 0;
-        if (g.histogram) {  // the histogram's sum of squares is the norm's, unless NaN / inf
-          Histogram h = make_histogram(g.value);
-          if (h.skipped == 0) {
-            sq = h.proto.sum_squares();
-            total += sq;
-            *add(g.name + "/grad")->mutable_histo() = std::move(h.proto);
-            add("gradient_norm/" + g.name)->set_simple_value(static_cast<float>(std::sqrt(sq)));
-            continue;
+  }
+  if (jobs.empty()) return;
+  std::vector<std::size_t> order(jobs.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return jobs[a].value->numel() > jobs[b].value->numel();
+  });
+  backend::ThreadPool::global().parallel_for(
+      static_cast<std::int64_t>(jobs.size()), 1, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) {
+          Job& j = jobs[order[static_cast<std::size_t>(i)]];
+          if (j.histogram) {
+            j.h = make_histogram(*j.value);
+            // The histogram's sum of squares is the norm's, unless NaN / inf were left out.
+            if (j.h.skipped == 0) {
+              j.sum_sq = j.h.proto.sum_squares();
+              continue;
+            }
           }
+          if (j.gradient) j.sum_sq = sum_of_squares(*j.value);
         }
-        if (g.value.dtype() == DType::kFloat32) {
-          const float* p = g.value.data<float>();
-          for (std::int64_t i = 0, n = g.value.numel(); i < n; ++i)
-            sq += static_cast<double>(p[i]) * static_cast<double>(p[i]);
-        } else {
-          for (double x : g.value.to_doubles()) sq += x * x;
-        }
-        total += sq;
-        if (g.histogram) {
-          *add(g.name + "/grad")->mutable_histo() = std::move(make_histogram(g.value).proto);
-          add("gradient_norm/" + g.name)->set_simple_value(static_cast<float>(std::sqrt(sq)));
-        }
-      }
-      add("gradient_norm")->set_simple_value(static_cast<float>(std::sqrt(total)));
-      return out;
-    });
+      });
+  auto event = [&](const std::string& tag) {
+    tb::Event e;
+    e.set_step(step);
+    tb::Summary::Value* v = e.mutable_summary()->add_value();
+    v->set_tag(tag);
+    return e;
+  };
+  double total = 0;
+  bool any_gradient = false;
+  for (Job& j : jobs) {
+    if (j.gradient) {
+      any_gradient = true;
+      total += j.sum_sq;
+    }
+    if (!j.histogram) continue;
+    tb::Event e = event(j.name + (j.gradient ? "/grad" : "/auto"));
+    *e.mutable_summary()->mutable_value(0)->mutable_histo() = std::move(j.h.proto);
+    record_->add_event(std::move(e));
+    if (j.gradient) {
+      tb::Event n = event("gradient_norm/" + j.name);
+      n.mutable_summary()->mutable_value(0)->set_simple_value(
+          static_cast<float>(std::sqrt(j.sum_sq)));
+      record_->add_event(std::move(n));
+    }
+  }
+  if (any_gradient) {
+    tb::Event n = event("gradient_norm");
+    n.mutable_summary()->mutable_value(0)->set_simple_value(static_cast<float>(std::sqrt(total)));
+    record_->add_event(std::move(n));
   }
 }
 

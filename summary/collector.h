@@ -50,10 +50,12 @@
 //                                     before that (training ended by an exception).
 //   collect_eval_lineage (on)         see above.
 //
-// Cost on the training thread: a copy (memcpy) of each tensor recorded at a collected step; the
-// histogram bucketing, the gradient norms and the protobuf serialization run on the record's
-// background writer thread (SummaryRecord::add_deferred). The graph and the input image are
-// recorded once per run (MindSpore collects the input data at the first step only).
+// Cost on the training thread, at a collected step: the histograms and gradient norms, computed
+// from the live tensors (no copies) one tensor per task on the thread pool (both pool threads
+// take part: a writer thread doing the same work would compete with the next step's kernels for
+// the cores); the writer thread frames and writes the finished events. The graph and the input
+// image are recorded once per run (MindSpore collects the input data at the first step only).
+// bench/README.md ("Summaries") has the cost.
 //
 // Everything queued is written when training ends (flush at on_train_end) and when the collector
 // is destroyed, also during stack unwinding.

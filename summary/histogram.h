@@ -9,9 +9,12 @@
 // histogram has the single entry (DBL_MAX, 0). NaN and ±inf are left out (TensorFlow's histogram
 // has no bucket for them) and counted in the returned `skipped`.
 //
-// Cost: one pass; a value's bucket comes from a table indexed by its exponent and top mantissa
-// bits plus one comparison (the same bucket a binary search over the limits gives, checked by
-// tests/summary). Float32 / float64 tensors are read in place (no conversion copy).
+// Cost: two passes. The first sums min, max, Σx, Σx² in eight lanes (AVX-512 where built for
+// it); the second buckets: a value's bucket comes from a table indexed by its exponent and top
+// mantissa bits plus one comparison (the same bucket a binary search over the limits gives,
+// checked by tests/summary). About 1.3 ns a Float32 value on the development machine, a third of
+// the single pass with dependent double additions before (bench/README.md, "Summaries").
+// Float32 / float64 tensors are read in place (no conversion copy).
 #pragma once
 
 #include <cstdint>

@@ -100,7 +100,9 @@ constexpr char kTrainHelp[] =
     "--json keys: model,\n"
     "epochs, batch_size, seed, train_loss (last epoch's mean), test_accuracy, test_loss,\n"
     "train_images_per_s (training steps only: data waits and compilation excluded),\n"
-    "data_wait_fraction (of the training loop's time), compile_ms, total_s, peak_rss_mib,\n"
+    "data_wait_fraction (of the training loop's time), train_loop_s (wall time of the step\n"
+    "loops: data waits, steps, per-step callbacks such as summaries), compile_ms, total_s,\n"
+    "peak_rss_mib,\n"
     "weights_sha256 (SHA-256 of the final weights' bytes, parameters sorted by name), threads,\n"
     "mode, deterministic, ranks (processes; train_images_per_s counts all of them); under mpirun\n"
     "rank_weights_sha256 (every rank's weights_sha256, in rank order: equal when the ranks agree,\n"
@@ -870,6 +872,7 @@ int run_train(Options o) {
         .add("test_loss", metric(eval_cb.results, "loss"))
         .add("train_images_per_s", images_per_s, 5)
         .add("data_wait_fraction", wait_fraction, 4)
+        .add("train_loop_s", st.loop_seconds, 4)
         .add("compile_ms", st.compile_seconds * 1000, 4)
         .add("total_s", total_s, 4)
         .add("peak_rss_mib", peak_rss_mib(), 4)

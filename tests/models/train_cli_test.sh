@@ -32,8 +32,8 @@ python3 - "$tmp" <<'PY'
 import json, math, re, sys
 tmp = sys.argv[1]
 keys = ["model", "epochs", "batch_size", "seed", "train_loss", "test_accuracy",
-        "train_images_per_s", "data_wait_fraction", "compile_ms", "total_s", "peak_rss_mib",
-        "weights_sha256"]
+        "train_images_per_s", "data_wait_fraction", "train_loop_s", "compile_ms", "total_s",
+        "peak_rss_mib", "weights_sha256"]
 runs = {}
 for name in "abcd":
     line = open(f"{tmp}/{name}.json").read()
@@ -56,6 +56,7 @@ checks = [
     (a["test_accuracy"] > 0.3, "test_accuracy above chance"),
     (a["train_images_per_s"] > 0, "train_images_per_s > 0"),
     (0 <= a["data_wait_fraction"] <= 1, "data_wait_fraction in [0, 1]"),
+    (0 < a["train_loop_s"] <= a["total_s"], "0 < train_loop_s <= total_s"),
     (a["compile_ms"] > 0, "compile_ms > 0"),
     (a["total_s"] > 0 and a["peak_rss_mib"] > 0, "total_s, peak_rss_mib > 0"),
     (re.fullmatch(r"[0-9a-f]{64}", a["weights_sha256"]) is not None,
