@@ -301,33 +301,50 @@ Histogram build(const T* values, std::size_t n) {
   const std::vector<double>& limits = default_bucket_limits();
   const std::size_t nb = limits.size();
   const Moments m = moments(values, n);
+  // Only buckets lo..hi (those of min and max) can be non-empty: only they are cleared, counted
+  // and listed; the empty runs on either side are one entry each, as the full scan gives.
+  std::size_t lo = 0, hi = nb - 1;
+  if (m.finite > 0) {
+    const BucketIndex::View index = bucket_index().view();
+    lo = index(m.mn);
+    hi = index(m.mx);
+  }
   thread_local std::vector<std::uint32_t> lanes;
-  lanes.assign(4 * nb, 0);
+  if (lanes.size() != 4 * nb) lanes.assign(4 * nb, 0);
+  for (std::size_t l = 0; l < 4; ++l) std::fill(&lanes[l * nb + lo], &lanes[l * nb + hi] + 1, 0u);
   count_buckets(values, n, m.finite == static_cast<std::int64_t>(n), lanes.data(), nb);
   const std::uint32_t* lane = lanes.data();
   Histogram h;
   h.skipped = static_cast<std::int64_t>(n) - m.finite;
-  std::vector<double> counts(nb);
-  for (std::size_t b = 0; b < nb; ++b)
-    counts[b] = double(lane[b]) + double(lane[nb + b]) + double(lane[2 * nb + b]) +
-                double(lane[3 * nb + b]);
   tb::HistogramProto& p = h.proto;
   p.set_min(m.mn);
   p.set_max(m.mx);
   p.set_num(static_cast<double>(m.finite));
   p.set_sum(m.sum);
   p.set_sum_squares(m.sum_sq);
+  auto count = [&](std::size_t b) {
+    return double(lane[b]) + double(lane[nb + b]) + double(lane[2 * nb + b]) +
+           double(lane[3 * nb + b]);
+  };
   // Each non-empty bucket, and each run of empty buckets collapsed into one entry.
-  for (std::size_t i = 0; i < counts.size();) {
+  if (lo > 0) {
+    p.add_bucket_limit(limits[lo - 1]);
+    p.add_bucket(0.0);
+  }
+  for (std::size_t i = lo; i <= hi;) {
     double end = limits[i];
-    double count = counts[i];
+    const double c = count(i);
     ++i;
-    if (count <= 0.0) {
-      while (i < counts.size() && counts[i] <= 0.0) ++i;
+    if (c <= 0.0) {
+      while (i <= hi && count(i) <= 0.0) ++i;
       end = limits[i - 1];
     }
     p.add_bucket_limit(end);
-    p.add_bucket(count);
+    p.add_bucket(c);
+  }
+  if (hi < nb - 1) {
+    p.add_bucket_limit(limits[nb - 1]);
+    p.add_bucket(0.0);
   }
   return h;
 }
