@@ -1,4 +1,5 @@
-// The activation family: ReLU, ReLU6, Sigmoid, Tanh, GeLU, Softmax, LogSoftmax and Dropout.
+// The activation family: ReLU, ReLU6, Sigmoid, Tanh, GeLU, Softmax, LogSoftmax and Dropout, and
+// ReLU's gradient ReluGrad.
 //
 // GeLU is MindSpore's primitive, the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x +
 // 0.044715 x^3))); MindSpore's own example (GeLU([1, 2, 3]) = [0.841192, 1.9545976,
@@ -9,8 +10,8 @@
 // flat index; it returns (x * mask / keep_prob, mask) with the mask in x's dtype, as MindSpore's
 // CPU and GPU kernels do.
 //
-// Every bprop is written with differentiable ops (Mul, Sub, Select, ReduceSum, Exp, Tanh), so
-// second derivatives come from the same rules.
+// Every bprop is written with differentiable ops (Mul, Sub, Select, ReduceSum, Exp, Tanh,
+// ReluGrad), so second derivatives come from the same rules.
 #include <algorithm>
 
 #include "core/ir/error.h"
@@ -60,6 +61,48 @@ OpDef activation(std::string name, InferFn infer, BpropFn bprop, std::string sum
 
 // ---- Pointwise ----------------------------------------------------------------------------
 
+// ReluGrad(dout, y): dout where y > 0, else 0 (MindSpore's primitive; y is ReLU's output). The
+// gradient is 0 at y = 0, as PyTorch's threshold_backward, and a NaN in dout stays out of units
+// that are off, as with a select.
+OpDef relu_grad() {
+  OpDef def;
+  def.name = "ReluGrad";
+  def.num_inputs = 2;
+  def.trait = Trait::kElementwise;
+  def.infer = [](const InferContext& c) -> AbstractPtr {
+    const ir::Abstract& dout = tensor_input(c, 0, "dout");
+    const ir::Abstract& y = tensor_input(c, 1, "y");
+    check_floating(c, dout);
+    if (dout.dtype() != y.dtype()) {
+      throw TypeError(c.error("expected dout and y of the same dtype, got " +
+                              std::string(dtype_name(dout.dtype())) + " and " +
+                              std::string(dtype_name(y.dtype()))));
+    }
+    if (!dout.has_rank() || !y.has_rank()) return c.input(dout.has_rank() ? 0 : 1);
+    const Shape& ds = dout.shape();
+    const Shape& ys = y.shape();
+    bool agree = ds.size() == ys.size();
+    for (std::size_t d = 0; agree && d < ds.size(); ++d) {
+      agree = ds[d] == ys[d] || ds[d] == ir::kUnknownDim || ys[d] == ir::kUnknownDim;
+    }
+    if (!agree) {
+      throw ShapeError(c.error("expected dout and y of the same shape, got " +
+                               shape_to_string(ds) + " and " + shape_to_string(ys)));
+    }
+    Shape shape = ds;
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == ir::kUnknownDim) shape[d] = ys[d];
+    }
+    return shape == ds ? c.input(0) : ir::Abstract::tensor(dout.dtype(), shape);
+  };
+  def.bprop = [](Emitter& e, const BpropArgs& a) -> Grads {
+    // Linear in dout with the same mask; piecewise constant in y.
+    return {e.emit("ReluGrad", {a.dout, a.inputs[1]}), e.zeros_like(a.inputs[1])};
+  };
+  def.summary = "dout where y > 0, else 0 (ReLU's gradient; y is ReLU's output)";
+  return def;
+}
+
 void register_pointwise(Registry& r) {
   r.add(activation(
       "ReLU",
@@ -73,12 +116,11 @@ void register_pointwise(Registry& r) {
         return c.input(0);
       },
       [](Emitter& e, const BpropArgs& a) -> Grads {
-        // The gradient is 0 at x = 0, as PyTorch's and MindSpore's ReluGrad. Select rather than
-        // a product keeps a NaN in dout out of units that are off.
-        const Var on = e.emit("Greater", {a.out, e.scalar_like(a.out, 0.0)});
-        return {e.emit("Select", {on, a.dout, e.zeros_like(a.dout)})};
+        // MindSpore's rule: one kernel, no mask or zeros buffer (ReluGrad below).
+        return {e.emit("ReluGrad", {a.dout, a.out})};
       },
       "max(x, 0)"));
+  r.add(relu_grad());
   r.add(activation(
       "ReLU6", floating_unary_infer(),
       [](Emitter& e, const BpropArgs& a) -> Grads {

@@ -1,5 +1,5 @@
-// CPU kernels of the activation family: ReLU, ReLU6, Sigmoid, Tanh, GeLU, Softmax, LogSoftmax
-// and Dropout, for Float32 and Float64 (ReLU also for Int32 and Int64).
+// CPU kernels of the activation family: ReLU, ReluGrad, ReLU6, Sigmoid, Tanh, GeLU, Softmax,
+// LogSoftmax and Dropout, for Float32 and Float64 (ReLU also for Int32 and Int64).
 //
 // Pointwise ops run over flat chunks of kElementwiseGrain elements, in spans small enough for a
 // stack temporary, with Eigen's vectorized exp and tanh (its Float32 tanh is within a few ulps
@@ -19,8 +19,10 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/cpu/elementwise.h"
 #include "backends/kernel.h"
@@ -66,6 +68,27 @@ void relu(const KernelContext& k) {
   // `x < 0 ? 0 : x` keeps NaN.
   pointwise<T>(k, [](In<T> x, Out<T> y) {
     for (Eigen::Index i = 0; i < x.size(); ++i) y[i] = x[i] < T(0) ? T(0) : x[i];
+  });
+}
+
+// dx = dout where y > 0, else +0, without a branch: the comparison becomes an all-ones or
+// all-zeros mask ANDed with dout's bits, so a NaN in dout of a unit that is off gives 0 (a
+// product would give NaN) and the loop vectorizes to a compare and an and. dx may alias dout or
+// y at the same index.
+template <typename T>
+void relu_grad(const KernelContext& k) {
+  using U = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+  static_assert(sizeof(U) == sizeof(T));
+  const T* pd = k.in(0).data<T>();
+  const T* py = k.in(1).data<T>();
+  T* px = k.out(0).data<T>();
+  k.pool.parallel_for(k.out(0).numel(), kElementwiseGrain, [&](std::int64_t begin,
+                                                               std::int64_t end) {
+#pragma GCC ivdep
+    for (std::int64_t i = begin; i < end; ++i) {
+      const U on = U(0) - static_cast<U>(py[i] > T(0));
+      px[i] = std::bit_cast<T>(static_cast<U>(std::bit_cast<U>(pd[i]) & on));
+    }
   });
 }
 
@@ -252,6 +275,8 @@ void register_cpu_activation_kernels(KernelRegistry& r) {
   r.add("ReLU", DType::kFloat64, cpu, relu<double>);
   r.add("ReLU", DType::kInt32, cpu, relu<std::int32_t>);
   r.add("ReLU", DType::kInt64, cpu, relu<std::int64_t>);
+  r.add("ReluGrad", DType::kFloat32, cpu, relu_grad<float>);
+  r.add("ReluGrad", DType::kFloat64, cpu, relu_grad<double>);
   r.add("ReLU6", DType::kFloat32, cpu, relu6<float>);
   r.add("ReLU6", DType::kFloat64, cpu, relu6<double>);
   r.add("Sigmoid", DType::kFloat32, cpu, sigmoid<float>);

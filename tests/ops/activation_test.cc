@@ -9,7 +9,9 @@
 // implementation of Philox-4x32-10 checked against the same known answers.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "backends/eager.h"
@@ -34,6 +36,10 @@ InputSpec key_spec() {
 static const CaseRegistrar kRows({
     {.name = "relu", .op = "ReLU", .inputs = {{.shape = {3, 4}, .gen = Gen::kAwayFromZero}}},
     {.name = "relu6", .op = "ReLU6", .inputs = {{.shape = {3, 4}, .gen = Gen::kAwayFromZero}}},
+    // y away from the kink at 0, so both of its signs occur and finite differences see a
+    // constant mask.
+    {.name = "relu_grad", .op = "ReluGrad",
+     .inputs = {{.shape = {3, 4}}, {.shape = {3, 4}, .gen = Gen::kAwayFromZero}}},
     {.name = "sigmoid", .op = "Sigmoid", .inputs = {{.shape = {3, 4}}}},
     {.name = "tanh", .op = "Tanh", .inputs = {{.shape = {3, 4}}}},
     {.name = "gelu", .op = "GeLU", .inputs = {{.shape = {3, 4}}}},
@@ -115,6 +121,35 @@ TEST(Activation, ReLU) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   expect_tensor(run("ReLU", {f32({2}, {std::nanf(""), -INFINITY})}), DType::kFloat32, {2},
                 {nan, 0});
+}
+
+// Bits, not values: units that are off give +0 whatever dout holds (NaN, inf, -0), units that
+// are on give dout's bits unchanged (-0 stays -0).
+TEST(Activation, ReluGrad) {
+  const float nanf = std::numeric_limits<float>::quiet_NaN();
+  const Tensor g32 = run("ReluGrad", {f32({10}, {1, 2, 3, 4, 5, nanf, nanf, -INFINITY, 7, -0.0f}),
+                                      f32({10}, {-1, 0, -0.0f, 1e-30f, 2, -3, 4, 5, nanf, 1})});
+  const Tensor e32 = f32({10}, {0, 0, 0, 4, 5, 0, nanf, -INFINITY, 0, -0.0f});
+  ASSERT_EQ(g32.dtype(), DType::kFloat32);
+  ASSERT_EQ(g32.shape(), (Shape{10}));
+  for (std::int64_t i = 0; i < 10; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(g32.data<float>()[i]),
+              std::bit_cast<std::uint32_t>(e32.data<float>()[i]));
+  }
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor g64 = run("ReluGrad", {f64({2, 3}, {-2.5, nan, INFINITY, 1e300, 3, -0.0}),
+                                      f64({2, 3}, {4e-320, -1e-300, -INFINITY, INFINITY, 0, 6})});
+  const Tensor e64 = f64({2, 3}, {-2.5, 0, 0, 1e300, 0, -0.0});
+  ASSERT_EQ(g64.dtype(), DType::kFloat64);
+  ASSERT_EQ(g64.shape(), (Shape{2, 3}));
+  for (std::int64_t i = 0; i < 6; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(g64.data<double>()[i]),
+              std::bit_cast<std::uint64_t>(e64.data<double>()[i]));
+  }
+  // Empty tensors are fine.
+  EXPECT_EQ(run("ReluGrad", {f32({0, 3}, {}), f32({0, 3}, {})}).shape(), (Shape{0, 3}));
 }
 
 TEST(Activation, ReLU6) {
@@ -370,6 +405,17 @@ TEST(Activation, ReLUAndReLU6GradientsAreZeroAtTheKinks) {
   EXPECT_TRUE(std::isnan(g.get(1)));
 }
 
+// ReluGrad is linear in dout with ReLU's mask and constant in y (away from 0).
+TEST(Activation, ReluGradBprop) {
+  const Tensor dout = f64({4}, {1, 2, 3, 4});
+  const Tensor y = f64({4}, {-1, 0, 0.5, 2});
+  const Value g = Value::tensor(f64({4}, {10, 20, NAN, 40}));
+  const std::vector<Value> grads = bprop("ReluGrad", {dout, y}, g);
+  ASSERT_EQ(grads.size(), 2u);
+  expect_tensor(grads[0].as_tensor(), DType::kFloat64, {4}, {0, 0, NAN, 40});
+  expect_tensor(grads[1].as_tensor(), DType::kFloat64, {4}, {0, 0, 0, 0});
+}
+
 TEST(Activation, BpropsMatchAutograd) {
   const Tensor x = f64({3}, {0.5, -1, 2});
   const Value dout = Value::tensor(f64({3}, {1, 2, -1}));
@@ -413,6 +459,10 @@ TEST(Activation, DtypeErrors) {
             "ReLU: expected a floating, Int32 or Int64 tensor, got Bool");
   EXPECT_EQ(error_of<TypeError>([] { run("Dropout", {i32({2}, {1, 2}), i64({2}, {0, 0})}); }),
             "Dropout: expected a floating tensor, got Int32");
+  EXPECT_EQ(error_of<TypeError>([] { run("ReluGrad", {i32({2}, {1, 2}), i32({2}, {1, 2})}); }),
+            "ReluGrad: expected a floating tensor, got Int32");
+  EXPECT_EQ(error_of<TypeError>([] { run("ReluGrad", {f32({2}, {1, 2}), f64({2}, {1, 2})}); }),
+            "ReluGrad: expected dout and y of the same dtype, got Float32 and Float64");
   EXPECT_EQ(error_of<TypeError>([] { run("Dropout", {f32({2}, {1, 2}), i32({2}, {0, 0})}); }),
             "Dropout: expected an Int64 key, got Int32");
 }
@@ -455,6 +505,16 @@ TEST(Activation, ShapeAndAttributeErrors) {
             "Dropout: attribute 'keep_prob' expected a value in (0, 1], got 1.5");
   EXPECT_EQ(error_of<ValueError>([] { run("Dropout", {f32({2}, {1, 2})}); }),
             "Dropout: expected 2 inputs, got 1");
+  EXPECT_EQ(error_of<ShapeError>([] {
+              run("ReluGrad",
+                  {f32({2, 3}, std::vector<float>(6)), f32({3, 2}, std::vector<float>(6))});
+            }),
+            "ReluGrad: expected dout and y of the same shape, got (2, 3) and (3, 2)");
+  EXPECT_EQ(error_of<ShapeError>([] {
+              run("ReluGrad",
+                  {f32({6}, std::vector<float>(6)), f32({1, 6}, std::vector<float>(6))});
+            }),
+            "ReluGrad: expected dout and y of the same shape, got (6) and (1, 6)");
 }
 
 TEST(Activation, InferenceKeepsUnknownShapes) {
@@ -467,6 +527,15 @@ TEST(Activation, InferenceKeepsUnknownShapes) {
   EXPECT_EQ(infer("Softmax", t({-1, 5}))->shape(), (Shape{-1, 5}));
   EXPECT_FALSE(infer("LogSoftmax", ir::Abstract::tensor_unranked(DType::kFloat64))->has_rank());
   EXPECT_EQ(infer("GeLU", t({-1}))->shape(), (Shape{-1}));
+  // ReluGrad takes each known dim from whichever input has it.
+  const auto infer2 = [](ir::AbstractPtr a, ir::AbstractPtr b) {
+    const std::vector<ir::AbstractPtr> in = {std::move(a), std::move(b)};
+    return ops::infer(*ops::make_op("ReluGrad"), in);
+  };
+  const ir::AbstractPtr g = infer2(t({-1, 3}), t({2, -1}));
+  EXPECT_EQ(g->shape(), (Shape{2, 3}));
+  EXPECT_EQ(g->dtype(), DType::kFloat32);
+  EXPECT_THROW(infer2(t({-1, 3}), t({2, 4})), ShapeError);
   const ir::AbstractPtr d = infer("Dropout", t({-1, 3}));
   ASSERT_TRUE(d->is_tuple());
   ASSERT_EQ(d->elements().size(), 2u);
@@ -476,26 +545,6 @@ TEST(Activation, InferenceKeepsUnknownShapes) {
 
 // ---- Threads ------------------------------------------------------------------------------
 
-std::vector<Tensor> run_kernel_with(backend::ThreadPool& pool, std::string_view op,
-                                    const std::vector<Tensor>& inputs,
-                                    ir::Primitive::Attrs attrs = {}) {
-  backend::Kernel kernel = backend::KernelRegistry::global().find(op, inputs[0].dtype(),
-                                                                  backend::Device::kCPU);
-  EXPECT_NE(kernel, nullptr);
-  ir::PrimitivePtr prim = ops::make_op(op, std::move(attrs));
-  std::vector<ir::AbstractPtr> abstracts;
-  for (const Tensor& t : inputs) abstracts.push_back(ir::Abstract::of_value(Value::tensor(t)));
-  const ir::AbstractPtr out = ops::infer(*prim, abstracts);
-  std::vector<Tensor> outputs;
-  for (const ir::AbstractPtr& a : out->is_tuple() ? out->elements()
-                                                  : std::vector<ir::AbstractPtr>{out}) {
-    outputs.emplace_back(a->dtype(), a->shape());
-  }
-  backend::KernelContext ctx{*prim, inputs, outputs, pool};
-  kernel(ctx);
-  return outputs;
-}
-
 TEST(Activation, KernelsGiveTheSameBitsWithOneAndTwoThreads) {
   const std::int64_t n = 120000;
   Tensor x(DType::kFloat32, {n});
@@ -503,20 +552,30 @@ TEST(Activation, KernelsGiveTheSameBitsWithOneAndTwoThreads) {
   backend::ThreadPool one(1), two(2);
   for (const char* op : {"ReLU", "ReLU6", "Sigmoid", "Tanh", "GeLU"}) {
     SCOPED_TRACE(op);
-    EXPECT_TRUE(run_kernel_with(one, op, {x})[0].bitwise_equal(run_kernel_with(two, op, {x})[0]));
+    EXPECT_TRUE(run_kernel_outputs(one, op, {x})[0].bitwise_equal(run_kernel_outputs(two, op, {x})[0]));
   }
   const Tensor m = x.reshape({40, 30, 100});
   for (const char* op : {"Softmax", "LogSoftmax"}) {
     for (std::int64_t axis : {0, 1, 2}) {
       SCOPED_TRACE(std::string(op) + " axis " + std::to_string(axis));
       const Value a = std::string_view(op) == "Softmax" ? Value::ints({axis}) : Value::i64(axis);
-      EXPECT_TRUE(run_kernel_with(one, op, {m}, {{"axis", a}})[0].bitwise_equal(
-          run_kernel_with(two, op, {m}, {{"axis", a}})[0]));
+      EXPECT_TRUE(run_kernel_outputs(one, op, {m}, {{"axis", a}})[0].bitwise_equal(
+          run_kernel_outputs(two, op, {m}, {{"axis", a}})[0]));
     }
   }
+  // ReluGrad over many chunks: every element, on either thread count, is dout's or +0's bits.
+  Tensor dout(DType::kFloat32, {n});
+  for (std::int64_t i = 0; i < n; ++i) dout.set(i, std::cos(0.003 * static_cast<double>(i)));
+  const Tensor g1 = run_kernel_outputs(one, "ReluGrad", {dout, x})[0];
+  EXPECT_TRUE(g1.bitwise_equal(run_kernel_outputs(two, "ReluGrad", {dout, x})[0]));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float expected = x.data<float>()[i] > 0 ? dout.data<float>()[i] : 0.0f;
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(g1.data<float>()[i]),
+              std::bit_cast<std::uint32_t>(expected)) << i;
+  }
   const Tensor key = i64({2}, {77, 3});
-  const std::vector<Tensor> d1 = run_kernel_with(one, "Dropout", {x, key});
-  const std::vector<Tensor> d2 = run_kernel_with(two, "Dropout", {x, key});
+  const std::vector<Tensor> d1 = run_kernel_outputs(one, "Dropout", {x, key});
+  const std::vector<Tensor> d2 = run_kernel_outputs(two, "Dropout", {x, key});
   EXPECT_TRUE(d1[0].bitwise_equal(d2[0]));
   EXPECT_TRUE(d1[1].bitwise_equal(d2[1]));
 }

@@ -341,19 +341,6 @@ TEST(ConvPool, Conv2DMatchesNaiveLoopsOnEveryGemmPath) {
   }
 }
 
-// Runs one op's kernel on a given pool (run_op always uses the global one).
-Tensor run_on(backend::ThreadPool& pool, const std::string& op, const std::vector<Tensor>& args,
-              const Attrs& attrs) {
-  ir::PrimitivePtr prim = ops::make_op(op, attrs);
-  std::vector<ir::AbstractPtr> abstracts;
-  for (const Tensor& t : args) abstracts.push_back(ir::Abstract::of_value(Value::tensor(t)));
-  const ir::AbstractPtr result = ops::infer(*prim, abstracts);
-  std::vector<Tensor> outputs{Tensor(result->dtype(), result->shape())};
-  backend::KernelContext k{*prim, args, outputs, pool};
-  backend::KernelRegistry::global().find(op, args[0].dtype(), backend::Device::kCPU)(k);
-  return outputs[0];
-}
-
 TEST(ConvPool, ResultsDoNotDependOnThePoolSize) {
   backend::ThreadPool one(1), three(3);
   const Attrs conv = conv_attrs(4, {3, 3}, "same");
@@ -371,7 +358,7 @@ TEST(ConvPool, ResultsDoNotDependOnThePoolSize) {
   };
   for (const auto& [op, args, attrs] : calls) {
     SCOPED_TRACE(op);
-    EXPECT_TRUE(run_on(one, op, args, attrs).bitwise_equal(run_on(three, op, args, attrs)));
+    EXPECT_TRUE(run_kernel(one, op, args, attrs).bitwise_equal(run_kernel(three, op, args, attrs)));
   }
 }
 

@@ -3,6 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "backends/kernel.h"
+#include "core/ir/abstract.h"
+#include "ops/op.h"
 
 namespace loom::testing {
 
@@ -52,6 +59,66 @@ void expect_close(const Tensor& actual, const Tensor& expected, double tolerance
     worst = std::max(worst, std::abs(actual.get(i) - expected.get(i)) / scale);
   }
   EXPECT_LT(worst, tolerance);
+}
+
+std::vector<Tensor> run_kernel_outputs(backend::ThreadPool& pool, std::string_view op,
+                                       const std::vector<Tensor>& inputs,
+                                       ir::Primitive::Attrs attrs) {
+  const backend::Kernel kernel =
+      backend::KernelRegistry::global().find(op, inputs[0].dtype(), backend::Device::kCPU);
+  EXPECT_NE(kernel, nullptr) << op;
+  if (kernel == nullptr) return {};
+  const ir::PrimitivePtr prim = ops::make_op(op, std::move(attrs));
+  std::vector<ir::AbstractPtr> abstracts;
+  for (const Tensor& t : inputs) abstracts.push_back(ir::Abstract::of_value(ir::Value::tensor(t)));
+  const ir::AbstractPtr out = ops::infer(*prim, abstracts);
+  std::vector<Tensor> outputs;
+  for (const ir::AbstractPtr& a :
+       out->is_tuple() ? out->elements() : std::vector<ir::AbstractPtr>{out}) {
+    outputs.emplace_back(a->dtype(), a->shape());
+    std::memset(outputs.back().raw_data(), 0xFF, outputs.back().nbytes());
+  }
+  backend::KernelContext ctx{*prim, inputs, outputs, pool};
+  kernel(ctx);
+  return outputs;
+}
+
+Tensor run_kernel(backend::ThreadPool& pool, std::string_view op,
+                  const std::vector<Tensor>& inputs, ir::Primitive::Attrs attrs) {
+  std::vector<Tensor> outputs = run_kernel_outputs(pool, op, inputs, std::move(attrs));
+  if (outputs.empty()) return Tensor();
+  return outputs[0];
+}
+
+Tensor run_im2col(backend::ThreadPool& pool, std::string_view op,
+                  const std::vector<Tensor>& inputs, ir::Primitive::Attrs attrs) {
+  const ScopedEnv im2col("LOOM_CONV", "im2col");
+  return run_kernel(pool, op, inputs, std::move(attrs));
+}
+
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+  if (const char* old = std::getenv(name)) old_ = old;
+  setenv(name, value, 1);
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (old_) {
+    setenv(name_.c_str(), old_->c_str(), 1);
+  } else {
+    unsetenv(name_.c_str());
+  }
+}
+
+Tensor random_normal(DType dtype, Shape shape, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal;
+  std::vector<double> v(static_cast<std::size_t>(shape_numel(shape)));
+  for (double& e : v) e = static_cast<float>(normal(rng));
+  return Tensor::from_doubles(dtype, std::move(shape), v);
+}
+
+Tensor widen(const Tensor& t) {
+  return Tensor::from_doubles(DType::kFloat64, t.shape(), t.to_doubles());
 }
 
 }  // namespace loom::testing

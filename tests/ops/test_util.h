@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/eager.h"
+#include "backends/thread_pool.h"
 #include "core/ir/error.h"
 #include "core/ir/tensor.h"
 #include "core/ir/value.h"
@@ -78,5 +80,41 @@ void expect_tensor(const Tensor& actual, DType dtype, const Shape& shape,
 // Expects `actual` to have the shape of `expected` and every element to differ from the expected
 // one by less than `tolerance` × max(1, |expected|) (the worst element is reported).
 void expect_close(const Tensor& actual, const Tensor& expected, double tolerance);
+
+// Runs op's CPU kernel on `pool` (run_op always uses the global one) and returns its outputs
+// (one for an op with a tensor result, one per element of a tuple). The outputs start with
+// every byte 0xFF (NaN for floats): the runtime does not clear them, so a kernel must write
+// every element it returns.
+std::vector<Tensor> run_kernel_outputs(backend::ThreadPool& pool, std::string_view op,
+                                       const std::vector<Tensor>& inputs,
+                                       ir::Primitive::Attrs attrs = {});
+// The first (or only) output of run_kernel_outputs.
+Tensor run_kernel(backend::ThreadPool& pool, std::string_view op,
+                  const std::vector<Tensor>& inputs, ir::Primitive::Attrs attrs = {});
+
+// run_kernel with LOOM_CONV=im2col: the convolutions' reference path (im2col + GEMM).
+Tensor run_im2col(backend::ThreadPool& pool, std::string_view op,
+                  const std::vector<Tensor>& inputs, ir::Primitive::Attrs attrs = {});
+
+// Sets an environment variable for its lifetime and then restores the old value (the kernels'
+// switches: LOOM_CONV=im2col, LOOM_POOL=reference).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+// A tensor of standard normal samples from std::mt19937(seed), each rounded to Float32 so that
+// the Float32 and Float64 tensors of one seed hold the same numbers.
+Tensor random_normal(DType dtype, Shape shape, unsigned seed);
+
+// The same numbers as Float64.
+Tensor widen(const Tensor& t);
 
 }  // namespace loom::testing
