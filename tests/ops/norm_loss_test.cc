@@ -440,6 +440,49 @@ TEST(NormLoss, ResultsDoNotDependOnTheThreadCount) {
   expect_same_with_1_and_4_threads("L2Loss", {}, {random_f32({100000}, 10)});
 }
 
+// Float32 batch statistics stay within two ulps of the exact ones (long double, two passes)
+// where a one-pass Σx² - (Σx)²/m loses them: channel 0 has mean 3e4 and standard deviation 0.05
+// (mean² / var about 4e11), channel 1's first element lies 1000 standard deviations out, channel
+// 2 is plain. Long planes (runs) and short ones (blocks of rows) both.
+TEST(NormLoss, BatchNormFloat32StatisticsAreAccurateForLargeMeans) {
+  for (const Shape& shape : {Shape{4, 3, 10, 10}, Shape{2, 3, 130, 130}}) {
+    SCOPED_TRACE(shape_to_string(shape));
+    const std::int64_t n = shape[0], c = shape[1], s = shape[2] * shape[3];
+    Tensor x(DType::kFloat32, shape);
+    std::mt19937_64 rng(21);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    for (std::int64_t i = 0; i < x.numel(); ++i) {
+      const std::int64_t ch = (i / s) % c;
+      x.set(i, ch == 0 ? 3e4 + 0.05 * normal(rng) : ch == 1 ? 5 + normal(rng) : normal(rng));
+    }
+    x.set(s, 1005);  // channel 1's first element
+    const Tensor ones = Tensor::from_doubles(DType::kFloat32, {c}, std::vector<double>(c, 1.0));
+    const Tensor zero(DType::kFloat32, {c});
+    backend::ThreadPool two(2);
+    const std::vector<Tensor> out =
+        run_kernel("BatchNorm", bn_attrs(true), {x, ones, zero, zero, ones}, two);
+    for (std::int64_t ch = 0; ch < c; ++ch) {
+      SCOPED_TRACE(ch);
+      long double sum = 0, squares = 0;
+      for (std::int64_t b = 0; b < n; ++b) {
+        for (std::int64_t i = 0; i < s; ++i) sum += x.data<float>()[(b * c + ch) * s + i];
+      }
+      const long double mean = sum / static_cast<long double>(n * s);
+      for (std::int64_t b = 0; b < n; ++b) {
+        for (std::int64_t i = 0; i < s; ++i) {
+          const long double d = x.data<float>()[(b * c + ch) * s + i] - mean;
+          squares += d * d;
+        }
+      }
+      const long double var = squares / static_cast<long double>(n * s);
+      const double inv_std = static_cast<double>(1 / std::sqrt(var + 1e-5L));
+      EXPECT_NEAR(out[3].get(ch), static_cast<double>(mean),
+                  2.4e-7 * std::fabs(static_cast<double>(mean)));
+      EXPECT_NEAR(out[4].get(ch), inv_std, 2.4e-7 * inv_std);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Errors
 
