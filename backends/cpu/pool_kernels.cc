@@ -1,17 +1,42 @@
 // CPU kernels of the pooling family (NCHW; Float32 and Float64).
 //
-// Pooling runs directly over windows, one (image, channel) plane per task. Max pooling and its
-// gradients use the first maximum of each window in row-major order (NaN counts as a maximum);
-// SAME average pooling divides by the number of elements inside the image, padding excluded, as
-// MindSpore and TensorFlow do.
+// Max pooling and its gradients use the first maximum of each window in row-major order (NaN
+// counts as a maximum, the first NaN wins); SAME average pooling divides by the number of
+// elements inside the image, padding excluded, as MindSpore and TensorFlow do.
+//
+// Two paths compute bitwise the same results:
+// - The reference path runs a generic loop over each window, one (image, channel) plane per
+//   task. It takes any kernel, stride and padding. LOOM_POOL=reference (read at every call)
+//   forces it, so that tests and benchmarks can compare the two.
+// - The fast path takes 2x2 and 3x3 windows at stride 2 (LeNet's 2x2/2, the ResNet stem's 3x3/2
+//   SAME). Work is split by output rows of all planes together, so that small planes still give
+//   both threads work; where 2x2/2 windows tile the planes' rows exactly (LeNet), output row t
+//   simply reads input rows 2t and 2t + 1 of the whole tensor. Windows wholly inside the image
+//   run branch-free over a row at a time (compare and blend: AVX-512 for the Float32 maxima,
+//   plain loops otherwise; GCC 12 vectorizes the averages but not the maxima); windows clipped
+//   by the padding use the reference's per-window code. The running maximum takes a value when
+//   it is greater, or when it is a NaN and the maximum is not: the first maximum in the order
+//   where NaN is above every number, as the reference. Where windows do not overlap (2x2/2),
+//   MaxPoolGrad and AvgPoolGrad write every dx element once, with no zero pass; MaxPoolGrad of
+//   overlapping windows adds into a zeroed plane in the reference's order, and AvgPoolGrad of
+//   overlapping windows stays on the reference path.
+// Every kernel writes every output element (the runtime relies on it: core/runtime/executable.cc,
+// writes_every_output_element).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
-#include <vector>
+#include <type_traits>
 
 #include "backends/kernel.h"
 #include "backends/thread_pool.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace loom::backend {
 
@@ -19,8 +44,13 @@ namespace {
 
 using std::int64_t;
 
-// Elements of work a pool task should get at least.
+// Elements of work a pool task should get at least (reference path: per plane).
 constexpr int64_t kGrainElements = 16384;
+// Input elements a fast-path task should read at least: small enough that LeNet's batch-32
+// pools give both threads several tasks.
+constexpr int64_t kFastGrainElements = 8192;
+// Outputs of one row handled per block of the fast path (stack buffers).
+constexpr int64_t kBlock = 64;
 
 // "valid", "same" or "pad" (attributes accept either case).
 std::string pad_mode(const ir::Primitive& prim) {
@@ -55,6 +85,32 @@ struct PoolGeometry {
   int64_t grain() const {
     return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, oh * ow * kh * kw + h * w));
   }
+  // Output rows (of all planes, plane-major) per fast-path task.
+  int64_t row_grain() const {
+    return std::max<int64_t>(1, kFastGrainElements / std::max<int64_t>(1, sh * w + ow));
+  }
+  bool overlapping() const { return kh > sh || kw > sw; }
+  // Whether 2x2/2 windows tile each plane's rows from the top left with none clipped: then
+  // output row t (of all planes) reads rows 2t and 2t + 1 of x seen as (planes·h, w).
+  bool uniform_rows() const {
+    return kh == 2 && kw == 2 && sh == 2 && sw == 2 && pad_top == 0 && pad_left == 0 &&
+           h == 2 * oh && 2 * ow <= w;
+  }
+  // Whether output row oy's windows lie inside the image vertically.
+  bool row_inside(int64_t oy) const {
+    const int64_t ys = oy * sh - pad_top;
+    return ys >= 0 && ys + kh <= h;
+  }
+  // The output columns [lo, hi) whose windows lie inside the image horizontally.
+  struct Columns {
+    int64_t lo, hi;
+  };
+  Columns inside_columns() const {
+    const int64_t lo = std::min(ow, (pad_left + sw - 1) / sw);
+    const int64_t last = w + pad_left - kw;  // the last inside window starts at most here
+    const int64_t hi = last < 0 ? 0 : std::min(ow, last / sw + 1);
+    return {lo, std::max(lo, hi)};
+  }
 };
 
 // x: (n, c, h, w); pooled: (n, c, oh, ow).
@@ -83,12 +139,17 @@ int64_t window_argmax(const T* plane, int64_t w, const PoolGeometry::Window& win
   return best;
 }
 
+bool reference_forced() {
+  const char* env = std::getenv("LOOM_POOL");
+  return env != nullptr && std::string(env) == "reference";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reference path
+
 template <typename T>
-void max_pool(const KernelContext& k) {
-  const PoolGeometry g = pool_geometry(k.prim, k.in(0).shape(), k.out(0).shape());
-  const T* x = k.in(0).data<T>();
-  T* y = k.out(0).data<T>();
-  k.pool.parallel_for(g.planes, g.grain(), [&](int64_t begin, int64_t end) {
+void reference_max_pool(const PoolGeometry& g, const T* x, T* y, ThreadPool& pool) {
+  pool.parallel_for(g.planes, g.grain(), [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       const T* src = x + p * g.h * g.w;
       T* dst = y + p * g.oh * g.ow;
@@ -101,14 +162,10 @@ void max_pool(const KernelContext& k) {
   });
 }
 
-// MaxPoolGrad(x, out, dout) → dx: each dout added at its window's first maximum.
 template <typename T>
-void max_pool_grad(const KernelContext& k) {
-  const PoolGeometry g = pool_geometry(k.prim, k.in(0).shape(), k.in(2).shape());
-  const T* x = k.in(0).data<T>();
-  const T* dout = k.in(2).data<T>();
-  T* dx = k.out(0).data<T>();
-  k.pool.parallel_for(g.planes, g.grain(), [&](int64_t begin, int64_t end) {
+void reference_max_pool_grad(const PoolGeometry& g, const T* x, const T* dout, T* dx,
+                             ThreadPool& pool) {
+  pool.parallel_for(g.planes, g.grain(), [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       const T* src = x + p * g.h * g.w;
       const T* d = dout + p * g.oh * g.ow;
@@ -123,14 +180,10 @@ void max_pool_grad(const KernelContext& k) {
   });
 }
 
-// MaxPoolGradGrad(x, out, grad) → pooled: grad read at each window's first maximum.
 template <typename T>
-void max_pool_grad_grad(const KernelContext& k) {
-  const PoolGeometry g = pool_geometry(k.prim, k.in(0).shape(), k.out(0).shape());
-  const T* x = k.in(0).data<T>();
-  const T* grad = k.in(2).data<T>();
-  T* y = k.out(0).data<T>();
-  k.pool.parallel_for(g.planes, g.grain(), [&](int64_t begin, int64_t end) {
+void reference_max_pool_grad_grad(const PoolGeometry& g, const T* x, const T* grad, T* y,
+                                  ThreadPool& pool) {
+  pool.parallel_for(g.planes, g.grain(), [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       const T* src = x + p * g.h * g.w;
       const T* gp = grad + p * g.h * g.w;
@@ -145,35 +198,32 @@ void max_pool_grad_grad(const KernelContext& k) {
 }
 
 template <typename T>
-void avg_pool(const KernelContext& k) {
-  const PoolGeometry g = pool_geometry(k.prim, k.in(0).shape(), k.out(0).shape());
-  const T* x = k.in(0).data<T>();
-  T* y = k.out(0).data<T>();
-  k.pool.parallel_for(g.planes, g.grain(), [&](int64_t begin, int64_t end) {
+T window_average(const T* src, int64_t w, const PoolGeometry::Window& win) {
+  T sum = 0;
+  for (int64_t iy = win.y0; iy < win.y1; ++iy) {
+    for (int64_t ix = win.x0; ix < win.x1; ++ix) sum += src[iy * w + ix];
+  }
+  return sum / static_cast<T>(win.count());
+}
+
+template <typename T>
+void reference_avg_pool(const PoolGeometry& g, const T* x, T* y, ThreadPool& pool) {
+  pool.parallel_for(g.planes, g.grain(), [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       const T* src = x + p * g.h * g.w;
       T* dst = y + p * g.oh * g.ow;
       for (int64_t oy = 0; oy < g.oh; ++oy) {
         for (int64_t ox = 0; ox < g.ow; ++ox) {
-          const PoolGeometry::Window win = g.window(oy, ox);
-          T sum = 0;
-          for (int64_t iy = win.y0; iy < win.y1; ++iy) {
-            for (int64_t ix = win.x0; ix < win.x1; ++ix) sum += src[iy * g.w + ix];
-          }
-          dst[oy * g.ow + ox] = sum / static_cast<T>(win.count());
+          dst[oy * g.ow + ox] = window_average(src, g.w, g.window(oy, ox));
         }
       }
     }
   });
 }
 
-// AvgPoolGrad(x, out, dout) → dx: each dout spread evenly over its window.
 template <typename T>
-void avg_pool_grad(const KernelContext& k) {
-  const PoolGeometry g = pool_geometry(k.prim, k.in(0).shape(), k.in(2).shape());
-  const T* dout = k.in(2).data<T>();
-  T* dx = k.out(0).data<T>();
-  k.pool.parallel_for(g.planes, g.grain(), [&](int64_t begin, int64_t end) {
+void reference_avg_pool_grad(const PoolGeometry& g, const T* dout, T* dx, ThreadPool& pool) {
+  pool.parallel_for(g.planes, g.grain(), [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       const T* d = dout + p * g.oh * g.ow;
       T* dst = dx + p * g.h * g.w;
@@ -189,6 +239,504 @@ void avg_pool_grad(const KernelContext& k) {
       }
     }
   });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fast path: the window maxima of n inside windows of one output row
+
+// Whether the fast path takes these windows: 2x2 or 3x3 at stride 2.
+bool fast_path_takes(const PoolGeometry& g) {
+  const bool shape = (g.kh == 2 && g.kw == 2) || (g.kh == 3 && g.kw == 3);
+  return shape && g.sh == 2 && g.sw == 2 && !reference_forced();
+}
+
+// The running maximum takes v when it is greater, or when v is a NaN and the maximum is not.
+template <typename T>
+inline bool greater(T v, T best) {
+  return (v > best) | ((v != v) & (best == best));
+}
+
+#if defined(__AVX512F__)
+void window_maxima_3x3(const float* first, int64_t w, int64_t n, float* best, int32_t* tap);
+#endif
+
+// For the n windows whose first (top-left) elements are first[j * 2], j < n (n <= kBlock):
+// best[j] = the maximum, tap[j] = r * K + c of its first position (r, c) in the window.
+template <typename T, int K>
+void window_maxima(const T* first, int64_t w, int64_t n, T* best, int32_t* tap) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && K == 3) return window_maxima_3x3(first, w, n, best, tap);
+#endif
+  for (int64_t j = 0; j < n; ++j) {
+    const T* p = first + j * 2;
+    T b = p[0];
+    int32_t t = 0;
+    for (int r = 0; r < K; ++r) {
+      for (int c = 0; c < K; ++c) {
+        if (r == 0 && c == 0) continue;
+        const T v = p[r * w + c];
+        const bool take = greater(v, b);
+        b = take ? v : b;
+        t = take ? r * K + c : t;
+      }
+    }
+    best[j] = b;
+    tap[j] = t;
+  }
+}
+
+#if defined(__AVX512F__)
+// AVX-512, Float32, 16 windows at stride 2 per step. The even and odd floats of up to 32.
+struct Pairs {
+  __m512 even, odd;
+  __mmask16 lo, hi;  // the masks of the two 16-float halves that were read
+};
+// Splits `count` (<= 32) floats from row into even and odd; lanes past them read nothing and
+// hold 0.
+inline Pairs load_floats(const float* row, int64_t count) {
+  const __mmask16 lo = count >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << count) - 1);
+  const __mmask16 hi = count <= 16 ? 0
+                                   : (count >= 32 ? 0xFFFF
+                                                  : static_cast<__mmask16>((1u << (count - 16)) - 1));
+  const __m512 a = _mm512_maskz_loadu_ps(lo, row);
+  const __m512 b = _mm512_maskz_loadu_ps(hi, row + 16);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  return {_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b), lo, hi};
+}
+// The first (even) and second (odd) columns of m (<= 16) 2x2/2 windows whose row starts at row.
+inline Pairs load_pairs(const float* row, int64_t m) { return load_floats(row, 2 * m); }
+// Stores the even and odd columns interleaved back (the inverse of load_pairs).
+inline void store_pairs(float* row, __m512 even, __m512 odd, __mmask16 lo, __mmask16 hi) {
+  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i second =
+      _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  _mm512_mask_storeu_ps(row, lo, _mm512_permutex2var_ps(even, first, odd));
+  _mm512_mask_storeu_ps(row + 16, hi, _mm512_permutex2var_ps(even, second, odd));
+}
+inline __mmask16 greater16(__m512 v, __m512 best) {
+  return _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) |
+         (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q));
+}
+// The taps taken over the window order (0, 0), (0, 1), (1, 0), (1, 1): the winner is tap 3 where
+// t3, else 2 where t2, else 1 where t1, else 0.
+struct Taken {
+  __mmask16 t1, t2, t3;
+  __mmask16 only(int tap) const {
+    switch (tap) {
+      case 0: return static_cast<__mmask16>(~(t1 | t2 | t3));
+      case 1: return static_cast<__mmask16>(t1 & ~t2 & ~t3);
+      case 2: return static_cast<__mmask16>(t2 & ~t3);
+      default: return t3;
+    }
+  }
+};
+inline Taken maxima16(const Pairs& top, const Pairs& bottom, __m512& best) {
+  Taken t;
+  best = top.even;
+  t.t1 = greater16(top.odd, best);
+  best = _mm512_mask_blend_ps(t.t1, best, top.odd);
+  t.t2 = greater16(bottom.even, best);
+  best = _mm512_mask_blend_ps(t.t2, best, bottom.even);
+  t.t3 = greater16(bottom.odd, best);
+  best = _mm512_mask_blend_ps(t.t3, best, bottom.odd);
+  return t;
+}
+inline __mmask16 first_lanes(int64_t m) {
+  return m >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << m) - 1);
+}
+// window_maxima for Float32 3x3/2, 16 windows per step: the columns of window j are the even,
+// odd and next even floats of each of its rows.
+void window_maxima_3x3(const float* first, int64_t w, int64_t n, float* best, int32_t* tap) {
+  for (int64_t j = 0; j < n; j += 16) {
+    const int64_t m = std::min<int64_t>(16, n - j);
+    __m512 b = _mm512_setzero_ps();
+    __m512i t = _mm512_setzero_si512();
+    for (int r = 0; r < 3; ++r) {
+      const float* row = first + r * w + 2 * j;
+      const Pairs head = load_pairs(row, m);
+      const __m512 next = load_floats(row + 2, 2 * m - 1).even;
+      const __m512 columns[3] = {head.even, head.odd, next};
+      for (int c = 0; c < 3; ++c) {
+        if (r == 0 && c == 0) {
+          b = columns[0];
+          continue;
+        }
+        const __mmask16 take = greater16(columns[c], b);
+        b = _mm512_mask_blend_ps(take, b, columns[c]);
+        t = _mm512_mask_mov_epi32(t, take, _mm512_set1_epi32(r * 3 + c));
+      }
+    }
+    _mm512_mask_storeu_ps(best + j, first_lanes(m), b);
+    _mm512_mask_storeu_epi32(tap + j, first_lanes(m), t);
+  }
+}
+#endif
+
+// MaxPool, n inside windows of one row: y[j] = the maximum of window j.
+template <typename T, int K>
+void max_row(const T* first, int64_t w, int64_t n, T* y) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && K == 2) {
+    for (int64_t j = 0; j < n; j += 16) {
+      const int64_t m = std::min<int64_t>(16, n - j);
+      __m512 best;
+      maxima16(load_pairs(first + 2 * j, m), load_pairs(first + w + 2 * j, m), best);
+      _mm512_mask_storeu_ps(y + j, first_lanes(m), best);
+    }
+    return;
+  }
+#endif
+  int32_t tap[kBlock];
+  for (int64_t j = 0; j < n; j += kBlock) {
+    window_maxima<T, K>(first + 2 * j, w, std::min(kBlock, n - j), y + j, tap);
+  }
+}
+
+// MaxPoolGradGrad, n inside windows of one row: y[j] = grad at window j's first maximum
+// (grad_first: grad's element at first's position).
+template <typename T, int K>
+void grad_at_max_row(const T* first, const T* grad_first, int64_t w, int64_t n, T* y) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && K == 2) {
+    for (int64_t j = 0; j < n; j += 16) {
+      const int64_t m = std::min<int64_t>(16, n - j);
+      __m512 best;
+      const Taken t = maxima16(load_pairs(first + 2 * j, m), load_pairs(first + w + 2 * j, m), best);
+      const Pairs top = load_pairs(grad_first + 2 * j, m);
+      const Pairs bottom = load_pairs(grad_first + w + 2 * j, m);
+      __m512 r = _mm512_mask_blend_ps(t.t1, top.even, top.odd);
+      r = _mm512_mask_blend_ps(t.t2, r, bottom.even);
+      r = _mm512_mask_blend_ps(t.t3, r, bottom.odd);
+      _mm512_mask_storeu_ps(y + j, first_lanes(m), r);
+    }
+    return;
+  }
+#endif
+  T best[kBlock];
+  int32_t tap[kBlock];
+  for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - j0);
+    window_maxima<T, K>(first + 2 * j0, w, m, best, tap);
+    for (int64_t j = 0; j < m; ++j) {
+      y[j0 + j] = grad_first[(tap[j] / K) * w + tap[j] % K + 2 * (j0 + j)];
+    }
+  }
+}
+
+// MaxPoolGrad of non-overlapping 2x2/2 windows, n inside windows of one row: writes the window's
+// 2x2 dx cells, 0 + dout at the first maximum (as the reference's zero plus dout), 0 elsewhere.
+template <typename T>
+void scatter_row_2x2(const T* first, T* dx_first, const T* d, int64_t w, int64_t n) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t j = 0; j < n; j += 16) {
+      const int64_t m = std::min<int64_t>(16, n - j);
+      __m512 best;
+      const Pairs top = load_pairs(first + 2 * j, m);
+      const Taken t = maxima16(top, load_pairs(first + w + 2 * j, m), best);
+      const __m512 dv =
+          _mm512_add_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(first_lanes(m), d + j));
+      store_pairs(dx_first + 2 * j, _mm512_maskz_mov_ps(t.only(0), dv),
+                  _mm512_maskz_mov_ps(t.only(1), dv), top.lo, top.hi);
+      store_pairs(dx_first + w + 2 * j, _mm512_maskz_mov_ps(t.only(2), dv),
+                  _mm512_maskz_mov_ps(t.only(3), dv), top.lo, top.hi);
+    }
+    return;
+  }
+#endif
+  T best[kBlock];
+  int32_t tap[kBlock];
+  for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - j0);
+    window_maxima<T, 2>(first + 2 * j0, w, m, best, tap);
+    T* top = dx_first + 2 * j0;
+    T* bottom = top + w;
+    for (int64_t j = 0; j < m; ++j) {
+      const T v = T(0) + d[j0 + j];
+      top[2 * j] = tap[j] == 0 ? v : T(0);
+      top[2 * j + 1] = tap[j] == 1 ? v : T(0);
+      bottom[2 * j] = tap[j] == 2 ? v : T(0);
+      bottom[2 * j + 1] = tap[j] == 3 ? v : T(0);
+    }
+  }
+}
+
+// Runs fn(plane, oy) over every output row of every plane, split across the pool by rows.
+template <typename Fn>
+void for_each_row(const PoolGeometry& g, ThreadPool& pool, const Fn& fn) {
+  pool.parallel_for(g.planes * g.oh, g.row_grain(), [&](int64_t begin, int64_t end) {
+    int64_t p = begin / g.oh;
+    int64_t oy = begin % g.oh;
+    for (int64_t t = begin; t < end; ++t) {
+      fn(p, oy);
+      if (++oy == g.oh) {
+        oy = 0;
+        ++p;
+      }
+    }
+  });
+}
+
+template <typename T, int K>
+void fast_max_pool(const PoolGeometry& g, const T* x, T* y, ThreadPool& pool) {
+  if (g.uniform_rows()) {
+    pool.parallel_for(g.planes * g.oh, g.row_grain(), [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) max_row<T, 2>(x + t * 2 * g.w, g.w, g.ow, y + t * g.ow);
+    });
+    return;
+  }
+  const PoolGeometry::Columns in = g.inside_columns();
+  for_each_row(g, pool, [&](int64_t p, int64_t oy) {
+    const T* src = x + p * g.h * g.w;
+    T* dst = y + (p * g.oh + oy) * g.ow;
+    const bool inside = g.row_inside(oy);
+    const int64_t lo = inside ? in.lo : g.ow;
+    for (int64_t ox = 0; ox < lo; ++ox) dst[ox] = src[window_argmax(src, g.w, g.window(oy, ox))];
+    if (!inside) return;
+    const T* first = src + (oy * 2 - g.pad_top) * g.w + (in.lo * 2 - g.pad_left);
+    max_row<T, K>(first, g.w, in.hi - in.lo, dst + in.lo);
+    for (int64_t ox = in.hi; ox < g.ow; ++ox) {
+      dst[ox] = src[window_argmax(src, g.w, g.window(oy, ox))];
+    }
+  });
+}
+
+template <typename T, int K>
+void fast_max_pool_grad_grad(const PoolGeometry& g, const T* x, const T* grad, T* y,
+                             ThreadPool& pool) {
+  if (g.uniform_rows()) {
+    pool.parallel_for(g.planes * g.oh, g.row_grain(), [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        grad_at_max_row<T, 2>(x + t * 2 * g.w, grad + t * 2 * g.w, g.w, g.ow, y + t * g.ow);
+      }
+    });
+    return;
+  }
+  const PoolGeometry::Columns in = g.inside_columns();
+  for_each_row(g, pool, [&](int64_t p, int64_t oy) {
+    const T* src = x + p * g.h * g.w;
+    const T* gp = grad + p * g.h * g.w;
+    T* dst = y + (p * g.oh + oy) * g.ow;
+    const bool inside = g.row_inside(oy);
+    const int64_t lo = inside ? in.lo : g.ow;
+    for (int64_t ox = 0; ox < lo; ++ox) dst[ox] = gp[window_argmax(src, g.w, g.window(oy, ox))];
+    if (!inside) return;
+    const int64_t offset = (oy * 2 - g.pad_top) * g.w + (in.lo * 2 - g.pad_left);
+    grad_at_max_row<T, K>(src + offset, gp + offset, g.w, in.hi - in.lo, dst + in.lo);
+    for (int64_t ox = in.hi; ox < g.ow; ++ox) {
+      dst[ox] = gp[window_argmax(src, g.w, g.window(oy, ox))];
+    }
+  });
+}
+
+// dx of the cells of a clipped window that no other window covers: 0 + dout at the first
+// maximum, 0 elsewhere.
+template <typename T>
+void scatter_window_alone(const T* src, T* dst, int64_t w, const PoolGeometry::Window& win,
+                          T dout) {
+  for (int64_t iy = win.y0; iy < win.y1; ++iy) std::fill(dst + iy * w + win.x0, dst + iy * w + win.x1, T(0));
+  dst[window_argmax(src, w, win)] += dout;
+}
+
+// Zeroes the dx cells of output row oy's input rows that no window covers (VALID: the columns
+// right of the last window; below the last row of windows), for windows with kernel == stride.
+template <typename T>
+void zero_uncovered(const PoolGeometry& g, T* dst, int64_t oy) {
+  const int64_t y0 = std::max<int64_t>(oy * g.sh - g.pad_top, 0);
+  const int64_t y1 = oy + 1 == g.oh ? g.h : std::min(oy * g.sh - g.pad_top + g.kh, g.h);
+  const int64_t x_end = std::min(g.ow * g.sw - g.pad_left, g.w);
+  const int64_t rows_end = std::min(oy * g.sh - g.pad_top + g.kh, g.h);
+  for (int64_t iy = y0; iy < y1; ++iy) {
+    if (iy >= rows_end) {
+      std::fill(dst + iy * g.w, dst + (iy + 1) * g.w, T(0));
+    } else {
+      std::fill(dst + iy * g.w + x_end, dst + (iy + 1) * g.w, T(0));
+    }
+  }
+}
+
+template <typename T, int K>
+void fast_max_pool_grad(const PoolGeometry& g, const T* x, const T* dout, T* dx,
+                        ThreadPool& pool) {
+  if (g.uniform_rows()) {  // and the columns right of the last window (odd w) are zero
+    pool.parallel_for(g.planes * g.oh, g.row_grain(), [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        T* dst = dx + t * 2 * g.w;
+        scatter_row_2x2<T>(x + t * 2 * g.w, dst, dout + t * g.ow, g.w, g.ow);
+        std::fill(dst + 2 * g.ow, dst + g.w, T(0));
+        std::fill(dst + g.w + 2 * g.ow, dst + 2 * g.w, T(0));
+      }
+    });
+    return;
+  }
+  const PoolGeometry::Columns in = g.inside_columns();
+  if (!g.overlapping()) {  // 2x2/2: every dx element written once
+    for_each_row(g, pool, [&](int64_t p, int64_t oy) {
+      const T* src = x + p * g.h * g.w;
+      const T* d = dout + (p * g.oh + oy) * g.ow;
+      T* dst = dx + p * g.h * g.w;
+      const bool inside = g.row_inside(oy);
+      const int64_t lo = inside ? in.lo : g.ow;
+      for (int64_t ox = 0; ox < lo; ++ox) scatter_window_alone(src, dst, g.w, g.window(oy, ox), d[ox]);
+      if (inside) {
+        const int64_t offset = (oy * 2 - g.pad_top) * g.w + (in.lo * 2 - g.pad_left);
+        scatter_row_2x2<T>(src + offset, dst + offset, d + in.lo, g.w, in.hi - in.lo);
+        for (int64_t ox = in.hi; ox < g.ow; ++ox) {
+          scatter_window_alone(src, dst, g.w, g.window(oy, ox), d[ox]);
+        }
+      }
+      zero_uncovered(g, dst, oy);
+    });
+    return;
+  }
+  // Overlapping windows add up in the reference's order (rows, then columns), on a zeroed plane.
+  const int64_t grain = std::max<int64_t>(1, g.row_grain() / std::max<int64_t>(1, g.oh));
+  pool.parallel_for(g.planes, grain, [&](int64_t begin, int64_t end) {
+    T best[kBlock];
+    int32_t tap[kBlock];
+    for (int64_t p = begin; p < end; ++p) {
+      const T* src = x + p * g.h * g.w;
+      const T* d = dout + p * g.oh * g.ow;
+      T* dst = dx + p * g.h * g.w;
+      std::fill(dst, dst + g.h * g.w, T(0));
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        const T* drow = d + oy * g.ow;
+        const bool inside = g.row_inside(oy);
+        const int64_t lo = inside ? in.lo : g.ow;
+        for (int64_t ox = 0; ox < lo; ++ox) dst[window_argmax(src, g.w, g.window(oy, ox))] += drow[ox];
+        if (!inside) continue;
+        const int64_t row0 = (oy * 2 - g.pad_top) * g.w;
+        for (int64_t j0 = in.lo; j0 < in.hi; j0 += kBlock) {
+          const int64_t m = std::min(kBlock, in.hi - j0);
+          const int64_t x0 = row0 + j0 * 2 - g.pad_left;
+          window_maxima<T, K>(src + x0, g.w, m, best, tap);
+          for (int64_t j = 0; j < m; ++j) {
+            dst[x0 + 2 * j + (tap[j] / K) * g.w + tap[j] % K] += drow[j0 + j];
+          }
+        }
+        for (int64_t ox = in.hi; ox < g.ow; ++ox) {
+          dst[window_argmax(src, g.w, g.window(oy, ox))] += drow[ox];
+        }
+      }
+    }
+  });
+}
+
+// AvgPool, inside windows: the same sum, in the same order, as window_average.
+template <typename T, int K>
+void fast_avg_pool(const PoolGeometry& g, const T* x, T* y, ThreadPool& pool) {
+  const PoolGeometry::Columns in = g.inside_columns();
+  for_each_row(g, pool, [&](int64_t p, int64_t oy) {
+    const T* src = x + p * g.h * g.w;
+    T* dst = y + (p * g.oh + oy) * g.ow;
+    const bool inside = g.row_inside(oy);
+    const int64_t lo = inside ? in.lo : g.ow;
+    for (int64_t ox = 0; ox < lo; ++ox) dst[ox] = window_average(src, g.w, g.window(oy, ox));
+    if (!inside) return;
+    const T* first = src + (oy * 2 - g.pad_top) * g.w + (in.lo * 2 - g.pad_left);
+    const int64_t w = g.w;
+    for (int64_t j = 0; j < in.hi - in.lo; ++j) {
+      const T* q = first + 2 * j;
+      T sum = 0;
+      for (int r = 0; r < K; ++r) {
+        for (int c = 0; c < K; ++c) sum += q[r * w + c];
+      }
+      dst[in.lo + j] = sum / static_cast<T>(K * K);
+    }
+    for (int64_t ox = in.hi; ox < g.ow; ++ox) dst[ox] = window_average(src, g.w, g.window(oy, ox));
+  });
+}
+
+// AvgPoolGrad of non-overlapping 2x2/2 windows: every dx cell is 0 + its window's share.
+template <typename T>
+void fast_avg_pool_grad_2x2(const PoolGeometry& g, const T* dout, T* dx, ThreadPool& pool) {
+  const PoolGeometry::Columns in = g.inside_columns();
+  for_each_row(g, pool, [&](int64_t p, int64_t oy) {
+    const T* d = dout + (p * g.oh + oy) * g.ow;
+    T* dst = dx + p * g.h * g.w;
+    auto clipped = [&](int64_t ox) {
+      const PoolGeometry::Window win = g.window(oy, ox);
+      const T share = T(0) + d[ox] / static_cast<T>(win.count());
+      for (int64_t iy = win.y0; iy < win.y1; ++iy) {
+        std::fill(dst + iy * g.w + win.x0, dst + iy * g.w + win.x1, share);
+      }
+    };
+    const bool inside = g.row_inside(oy);
+    const int64_t lo = inside ? in.lo : g.ow;
+    for (int64_t ox = 0; ox < lo; ++ox) clipped(ox);
+    if (inside) {
+      T* top = dst + (oy * 2 - g.pad_top) * g.w + (in.lo * 2 - g.pad_left);
+      T* bottom = top + g.w;
+      const T* dd = d + in.lo;
+      for (int64_t j = 0; j < in.hi - in.lo; ++j) {
+        const T share = T(0) + dd[j] / T(4);
+        top[2 * j] = share;
+        top[2 * j + 1] = share;
+        bottom[2 * j] = share;
+        bottom[2 * j + 1] = share;
+      }
+      for (int64_t ox = in.hi; ox < g.ow; ++ox) clipped(ox);
+    }
+    zero_uncovered(g, dst, oy);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+template <typename T>
+void max_pool(const KernelContext& k) {
+  const PoolGeometry g = pool_geometry(k.prim, k.in(0).shape(), k.out(0).shape());
+  const T* x = k.in(0).data<T>();
+  T* y = k.out(0).data<T>();
+  if (!fast_path_takes(g)) return reference_max_pool(g, x, y, k.pool);
+  if (g.kh == 2) return fast_max_pool<T, 2>(g, x, y, k.pool);
+  fast_max_pool<T, 3>(g, x, y, k.pool);
+}
+
+// MaxPoolGrad(x, out, dout) → dx: each dout added at its window's first maximum.
+template <typename T>
+void max_pool_grad(const KernelContext& k) {
+  const PoolGeometry g = pool_geometry(k.prim, k.in(0).shape(), k.in(2).shape());
+  const T* x = k.in(0).data<T>();
+  const T* dout = k.in(2).data<T>();
+  T* dx = k.out(0).data<T>();
+  if (!fast_path_takes(g)) return reference_max_pool_grad(g, x, dout, dx, k.pool);
+  if (g.kh == 2) return fast_max_pool_grad<T, 2>(g, x, dout, dx, k.pool);
+  fast_max_pool_grad<T, 3>(g, x, dout, dx, k.pool);
+}
+
+// MaxPoolGradGrad(x, out, grad) → pooled: grad read at each window's first maximum.
+template <typename T>
+void max_pool_grad_grad(const KernelContext& k) {
+  const PoolGeometry g = pool_geometry(k.prim, k.in(0).shape(), k.out(0).shape());
+  const T* x = k.in(0).data<T>();
+  const T* grad = k.in(2).data<T>();
+  T* y = k.out(0).data<T>();
+  if (!fast_path_takes(g)) return reference_max_pool_grad_grad(g, x, grad, y, k.pool);
+  if (g.kh == 2) return fast_max_pool_grad_grad<T, 2>(g, x, grad, y, k.pool);
+  fast_max_pool_grad_grad<T, 3>(g, x, grad, y, k.pool);
+}
+
+template <typename T>
+void avg_pool(const KernelContext& k) {
+  const PoolGeometry g = pool_geometry(k.prim, k.in(0).shape(), k.out(0).shape());
+  const T* x = k.in(0).data<T>();
+  T* y = k.out(0).data<T>();
+  if (!fast_path_takes(g)) return reference_avg_pool(g, x, y, k.pool);
+  if (g.kh == 2) return fast_avg_pool<T, 2>(g, x, y, k.pool);
+  fast_avg_pool<T, 3>(g, x, y, k.pool);
+}
+
+// AvgPoolGrad(x, out, dout) → dx: each dout spread evenly over its window.
+template <typename T>
+void avg_pool_grad(const KernelContext& k) {
+  const PoolGeometry g = pool_geometry(k.prim, k.in(0).shape(), k.in(2).shape());
+  const T* dout = k.in(2).data<T>();
+  T* dx = k.out(0).data<T>();
+  if (!fast_path_takes(g) || g.overlapping()) return reference_avg_pool_grad(g, dout, dx, k.pool);
+  fast_avg_pool_grad_2x2(g, dout, dx, k.pool);
 }
 
 template <typename T>
