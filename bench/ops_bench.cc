@@ -76,6 +76,13 @@ struct Conv {
 constexpr Conv kConvs[] = {
     {"lenet_conv1", 32, 1, 32, 32, 6, 5, 1, 0},
     {"lenet_conv2", 32, 6, 14, 14, 16, 5, 1, 0},
+    // LeNet at batch 256 and 1, and a padded 3x3 with few channels (conv_direct.cc's range).
+    {"lenet_conv1_b256", 256, 1, 32, 32, 6, 5, 1, 0},
+    {"lenet_conv2_b256", 256, 6, 14, 14, 16, 5, 1, 0},
+    {"lenet_conv1_b1", 1, 1, 32, 32, 6, 5, 1, 0},
+    {"lenet_conv2_b1", 1, 6, 14, 14, 16, 5, 1, 0},
+    {"small_3x3_3to16", 32, 3, 32, 32, 16, 3, 1, 1},
+    {"small_3x3_8to16", 32, 8, 16, 16, 16, 3, 1, 1},
     {"resnet18_stem", 32, 3, 32, 32, 64, 3, 1, 1},
     {"resnet18_l1", 32, 64, 32, 32, 64, 3, 1, 1},
     {"resnet18_l2_down", 32, 64, 32, 32, 128, 3, 2, 1},
@@ -115,6 +122,65 @@ std::int64_t out_size(std::int64_t in, const Conv& c) {
   return (in + 2 * c.pad - c.k) / c.stride + 1;
 }
 
+// ---- Pooling: MaxPool, MaxPoolGrad, AvgPool and AvgPoolGrad at LeNet's two pools (batch 32 and
+// 256) and the ResNet-50 stem's 3x3/2 SAME max-pool (112x112 -> 56x56, batch 8).
+// LOOM_POOL=reference runs the kernels' reference path (backends/cpu/pool_kernels.cc).
+// Counters: wall_us, wall-clock time per call (all threads), and ns/elem, that per input
+// element of x.
+struct PoolShape {
+  const char* name;
+  std::int64_t n, c, h, w, k, stride;
+  const char* pad_mode;
+};
+constexpr PoolShape kPools[] = {
+    {"lenet_pool1", 32, 6, 28, 28, 2, 2, "VALID"},
+    {"lenet_pool2", 32, 16, 10, 10, 2, 2, "VALID"},
+    {"lenet_pool1_b256", 256, 6, 28, 28, 2, 2, "VALID"},
+    {"lenet_pool2_b256", 256, 16, 10, 10, 2, 2, "VALID"},
+    {"resnet50_stem_pool", 8, 64, 112, 112, 3, 2, "SAME"},
+};
+
+void run_pool(benchmark::State& state, const std::string& op, const PoolShape& p) {
+  loom::ir::Primitive::Attrs attrs = {{"kernel_size", Value::ints({p.k, p.k})},
+                                      {"strides", Value::ints({p.stride, p.stride})},
+                                      {"pad_mode", Value::string(p.pad_mode)}};
+  const Tensor x = random_tensor({p.n, p.c, p.h, p.w}, 6);
+  auto max_pool = loom::ops::make_op("MaxPool", attrs);
+  const std::vector<loom::ir::AbstractPtr> x_abstract{loom::ir::Abstract::of_value(Value::tensor(x))};
+  const Shape pooled = loom::ops::infer(*max_pool, x_abstract)->shape();
+  std::vector<Tensor> inputs{x};
+  if (op != "MaxPool" && op != "AvgPool") {
+    inputs.push_back(Tensor(DType::kFloat32, pooled));  // out: only its shape is read
+    inputs.push_back(random_tensor(pooled, 7));
+  }
+  auto prim = loom::ops::make_op(op, attrs);
+  std::vector<Tensor> outputs{Tensor(DType::kFloat32, op == "MaxPool" || op == "AvgPool"
+                                                          ? pooled
+                                                          : Shape{p.n, p.c, p.h, p.w})};
+  auto kernel = loom::backend::KernelRegistry::global().find(op, DType::kFloat32,
+                                                             loom::backend::Device::kCPU);
+  loom::backend::KernelContext ctx{*prim, inputs, outputs, loom::backend::ThreadPool::global()};
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    kernel(ctx);
+    benchmark::DoNotOptimize(outputs[0].raw_data());
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double calls = std::max(1.0, static_cast<double>(state.iterations()));
+  state.counters["wall_us"] = wall * 1e6 / calls;
+  state.counters["ns/elem"] = wall * 1e9 / calls / static_cast<double>(x.numel());
+}
+
+void register_pools() {
+  for (const PoolShape& p : kPools) {
+    for (const char* op : {"MaxPool", "MaxPoolGrad", "AvgPool", "AvgPoolGrad"}) {
+      benchmark::RegisterBenchmark((std::string(op) + "/" + p.name).c_str(),
+                                   [p, op](benchmark::State& s) { run_pool(s, op, p); });
+    }
+  }
+}
+// ---- end of pooling
+
 void register_all() {
   for (const Dense& d : kDense) {
     benchmark::RegisterBenchmark((std::string("MatMul/") + d.name).c_str(), [d](benchmark::State& s) {
@@ -150,6 +216,7 @@ void register_all() {
 
 int main(int argc, char** argv) {
   register_all();
+  register_pools();
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -11,8 +11,10 @@
 // only from the kernel's own thread (OpenBLAS threads itself); im2col, col2im and the layout
 // copies run on the pool. Every sum has a fixed order: col2im gives each (image, channel) plane to
 // one task, which adds the kernel taps in order, and the filter gradient adds block after block.
-// Float32 stride-1 Conv2D and Conv2DBackpropInput of group 1 take an implicit-GEMM path instead
-// where the build has AVX-512 (conv_implicit_gemm.h; use_implicit_gemm and the callers say when).
+// Float32 stride-1 Conv2D and Conv2DBackpropInput of group 1, and Float32 Conv2DBackpropFilter of
+// group 1 (not pointwise stride 1), take an implicit-GEMM path instead where the build has
+// AVX-512 (conv_implicit_gemm.h; use_implicit_gemm, use_implicit_gemm_filter and the callers say
+// when).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -22,6 +24,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/conv_direct.h"
 #include "backends/cpu/conv_implicit_gemm.h"
 #include "backends/cpu/gemm.h"
 #include "backends/kernel.h"
@@ -251,6 +254,27 @@ cpu::ConvShape conv_shape(const ConvGeometry& g) {
           .pad_top = g.pad_top, .pad_left = g.pad_left};
 }
 
+// The filter gradient's implicit GEMM (group 1, strided 1x1 included), same switch. Pointwise
+// stride-1 convolutions stay on cpu::gemm, which measured faster there (ResNet-50's 1x1
+// layers: 108-168 against 56-118 GFLOP/s on 2 threads).
+bool use_implicit_gemm_filter(const ConvGeometry& g) {
+  if (g.group != 1 || !cpu::implicit_gemm_available()) return false;
+  if (g.is_pointwise()) return false;
+  if (!cpu::conv2d_filter_implicit_fits(conv_shape(g))) return false;
+  const char* env = std::getenv("LOOM_CONV");
+  return env == nullptr || std::string(env) != "im2col";
+}
+
+// Float32 convolutions with few channels (LeNet's: 1 -> 6 and 6 -> 16, 5x5) run as direct
+// convolutions (conv_direct.h: stride 1, no dilation, up to 16 output and 8 input channels),
+// ahead of the implicit GEMMs, whose 8-channel tiles they fill poorly; same switch.
+bool use_direct_conv(const ConvGeometry& g) {
+  if (g.group != 1 || !cpu::direct_conv_available()) return false;
+  if (!cpu::direct_conv_suits(conv_shape(g))) return false;
+  const char* env = std::getenv("LOOM_CONV");
+  return env == nullptr || std::string(env) != "im2col";
+}
+
 // At stride 1, dx = conv(dy, W'), W'[c, o, i, j] = W[o, c, kh-1-i, kw-1-j], padded by
 // (k-1)·dilation - pad: every dx element is one dot product, with no col2im.
 void conv2d_backprop_input_implicit(const ConvGeometry& g, const float* dout, const float* w,
@@ -279,10 +303,18 @@ void conv2d(const KernelContext& k) {
   const ConvGeometry g = conv_geometry(k.prim, k.in(0).shape(), k.in(1).shape(), k.out(0).shape());
   if (k.out(0).numel() == 0) return;
   if constexpr (std::is_same_v<T, float>) {
-    // Stride 1 only for now: with the stride-2 forwards on this path too, the ResNet-18
-    // gradients in tests/models/resnet_test.cc (ResNet18SmallImageMatchesPyTorch) were off by
-    // 8e-3 (with either alone they match to 3e-6); the kernel matches im2col on every stride-2
-    // shape of conv_implicit_test.cc, and the cause is not found yet (bench/README.md).
+    if (use_direct_conv(g)) {
+      cpu::conv2d_direct(conv_shape(g), x, w, y, k.pool);
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    // Stride 1 only for now: with the stride-2 forwards on this path too,
+    // ResNet18SmallImageMatchesPyTorch (tests/models/resnet_test.cc) fails, though every
+    // Conv2D launch of that test matches im2col to 1e-6 relative: one input of layer4.1's last
+    // ReLU (image 1, channel 315, row 1, column 2) lies within rounding of zero there, and
+    // re-associating the forward's sums flips its mask (8e-3 in the checked gradients). That
+    // test needs inputs with a margin from the ReLU kinks before stride 2 can move here.
     if (g.sh == 1 && g.sw == 1 && use_implicit_gemm(g)) {
       cpu::conv2d_implicit_gemm(conv_shape(g), x, w, y, k.pool);
       return;
@@ -330,6 +362,12 @@ void conv2d_backprop_input(const KernelContext& k) {
   const ConvGeometry g = conv_geometry(k.prim, k.out(0).shape(), k.in(1).shape(), k.in(0).shape());
   if (k.out(0).numel() == 0) return;
   if constexpr (std::is_same_v<T, float>) {
+    if (use_direct_conv(g)) {
+      cpu::conv2d_backprop_input_direct(conv_shape(g), dout, w, dx, k.pool);
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<T, float>) {
     // Not for small maps (dx planes under 8x8: ResNet-18's 4x4 and ResNet-50's 7x7 layers),
     // where im2col + OpenBLAS measured faster, nor for under 8 input channels (a mostly empty
     // 8-row tile).
@@ -368,6 +406,18 @@ void conv2d_backprop_filter(const KernelContext& k) {
   const ConvGeometry g = conv_geometry(k.prim, k.in(1).shape(), k.out(0).shape(), k.in(0).shape());
   std::fill(dw, dw + k.out(0).numel(), T(0));
   if (k.in(0).numel() == 0 || k.out(0).numel() == 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_direct_conv(g)) {
+      cpu::conv2d_backprop_filter_direct(conv_shape(g), dout, x, dw, k.pool);
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_implicit_gemm_filter(g)) {  // conv_implicit_filter.cc
+      cpu::conv2d_backprop_filter_implicit_gemm(conv_shape(g), dout, x, dw, k.pool);
+      return;
+    }
+  }
   const int64_t plane = g.plane();
   const int64_t kg = g.group_rows();
   const int64_t og = g.group_out();

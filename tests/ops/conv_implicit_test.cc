@@ -1,8 +1,8 @@
 // Tests of the implicit-GEMM Float32 convolution (backends/cpu/conv_implicit_gemm.cc), which
 // Conv2D (group 1, stride 1, not 1x1) and Conv2DBackpropInput (group 1, stride 1, not 1x1, 8 or
-// more input channels, maps of 64 pixels or more) use by default where the build has AVX-512
-// (the strided rows below check that they stay on im2col); Conv2DBackpropFilter stays on im2col + GEMM and is checked
-// alongside. On random shapes — odd sizes, strides, dilations, every padding mode, channel
+// more input channels, maps of 64 pixels or more) use by default where the build has AVX-512,
+// and of its filter-gradient counterpart (backends/cpu/conv_implicit_filter.cc), which
+// Conv2DBackpropFilter (group 1, any stride, not pointwise stride 1) uses. On random shapes — odd sizes, strides, dilations, every padding mode, channel
 // counts that are not multiples of the 8-row tile, position counts that are not multiples of
 // the 32-column tile, k longer than one 256 block — the new path is compared with
 //   - the im2col + GEMM path in Float32 (LOOM_CONV=im2col), and
@@ -12,7 +12,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <random>
 #include <tuple>
 #include <string>
@@ -71,6 +73,12 @@ const std::vector<Case>& cases() {
       {{3, 10, 18, 17}, {13, 10, 3, 3}, "pad", {1, 1, 1, 1}, {1, 1}, {1, 1}},
       // One output position per image, batch of 1.
       {{1, 12, 3, 3}, {8, 12, 3, 3}, "valid", {0, 0, 0, 0}, {1, 1}, {1, 1}},
+      // Filter gradient: 32-wide rows at stride 1 (whole vectors of 16 positions read in one
+      // load) over several 512-position blocks with a partial last vector; 16-wide rows at
+      // stride 2 (read as every other element); more than 288 rows of k (several k chunks).
+      {{3, 3, 20, 32}, {10, 3, 3, 3}, "same", {0, 0, 0, 0}, {1, 1}, {1, 1}},
+      {{3, 5, 34, 32}, {7, 5, 3, 3}, "pad", {1, 1, 1, 1}, {2, 2}, {1, 1}},
+      {{2, 70, 6, 6}, {17, 70, 3, 3}, "pad", {1, 1, 1, 1}, {1, 1}, {1, 1}},
   };
   return all;
 }
@@ -82,37 +90,6 @@ Attrs attrs_of(const Case& c) {
           {"group", Value::i64(1)}};
 }
 
-Tensor random_tensor(DType dtype, Shape shape, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> normal;
-  std::vector<double> v(static_cast<std::size_t>(shape_numel(shape)));
-  for (double& e : v) e = static_cast<float>(normal(rng));  // representable in both dtypes
-  return Tensor::from_doubles(dtype, std::move(shape), v);
-}
-
-Tensor widen(const Tensor& t) { return Tensor::from_doubles(DType::kFloat64, t.shape(), t.to_doubles()); }
-
-Tensor run_on(backend::ThreadPool& pool, const std::string& op, const std::vector<Tensor>& args,
-              const Attrs& attrs) {
-  ir::PrimitivePtr prim = ops::make_op(op, attrs);
-  std::vector<ir::AbstractPtr> abstracts;
-  for (const Tensor& t : args) abstracts.push_back(ir::Abstract::of_value(Value::tensor(t)));
-  const ir::AbstractPtr result = ops::infer(*prim, abstracts);
-  std::vector<Tensor> outputs{Tensor(result->dtype(), result->shape())};
-  backend::KernelContext k{*prim, args, outputs, pool};
-  backend::KernelRegistry::global().find(op, args[0].dtype(), backend::Device::kCPU)(k);
-  return outputs[0];
-}
-
-// Runs with LOOM_CONV=im2col set for the call.
-Tensor run_im2col(backend::ThreadPool& pool, const std::string& op,
-                  const std::vector<Tensor>& args, const Attrs& attrs) {
-  setenv("LOOM_CONV", "im2col", 1);
-  Tensor out = run_on(pool, op, args, attrs);
-  unsetenv("LOOM_CONV");
-  return out;
-}
-
 // The op calls of one case: Conv2D and Conv2DBackpropInput in the given dtype.
 struct Calls {
   std::vector<std::tuple<std::string, std::vector<Tensor>, Attrs>> list;
@@ -121,10 +98,10 @@ struct Calls {
 Calls calls_of(const Case& c, DType dtype) {
   backend::ThreadPool one(1);
   const Attrs attrs = attrs_of(c);
-  const Tensor x = random_tensor(dtype, c.x, 1);
-  const Tensor w = random_tensor(dtype, c.w, 2);
+  const Tensor x = random_normal(dtype, c.x, 1);
+  const Tensor w = random_normal(dtype, c.w, 2);
   const Tensor y = run_im2col(one, "Conv2D", {x, w}, attrs);
-  const Tensor dy = random_tensor(dtype, y.shape(), 3);
+  const Tensor dy = random_normal(dtype, y.shape(), 3);
   Attrs bi = attrs;
   bi["input_size"] = Value::ints(Ints(c.x.begin(), c.x.end()));
   Attrs bf = attrs;
@@ -148,13 +125,32 @@ TEST(ConvImplicitGemm, Float32MatchesIm2colAndFloat64) {
     SCOPED_TRACE(describe(c));
     for (const auto& [op, args, attrs] : calls_of(c, DType::kFloat32).list) {
       SCOPED_TRACE(op);
-      const Tensor fast = run_on(two, op, args, attrs);
+      const Tensor fast = run_kernel(two, op, args, attrs);
       expect_close(fast, run_im2col(two, op, args, attrs), 1e-4);
       std::vector<Tensor> wide;
       for (const Tensor& t : args) wide.push_back(widen(t));
       expect_close(widen(fast), run_im2col(two, op, wide, attrs), 1e-4);
     }
   }
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  double worst = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) worst = std::max(worst, std::abs(a.get(i) - b.get(i)));
+  return worst;
+}
+
+backend::cpu::ConvShape conv_shape_of(const Case& c, std::int64_t oh, std::int64_t ow) {
+  std::int64_t top = c.pad[0], left = c.pad[2];
+  if (c.pad_mode == "same") {  // MindSpore's split: floor(total / 2) before
+    top = std::max<std::int64_t>((oh - 1) * c.stride[0] + (c.w[2] - 1) * c.dilation[0] + 1 - c.x[2], 0) / 2;
+    left = std::max<std::int64_t>((ow - 1) * c.stride[1] + (c.w[3] - 1) * c.dilation[1] + 1 - c.x[3], 0) / 2;
+  } else if (c.pad_mode == "valid") {
+    top = left = 0;
+  }
+  return {.n = c.x[0], .c = c.x[1], .h = c.x[2], .w = c.x[3], .o = c.w[0], .oh = oh, .ow = ow,
+          .kh = c.w[2], .kw = c.w[3], .sh = c.stride[0], .sw = c.stride[1],
+          .dil_h = c.dilation[0], .dil_w = c.dilation[1], .pad_top = top, .pad_left = left};
 }
 
 // The kernel itself on every case, strided ones included (Conv2D routes only stride 1 to it for
@@ -165,25 +161,75 @@ TEST(ConvImplicitGemm, KernelMatchesIm2colOnEveryCase) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
     const Attrs attrs = attrs_of(c);
-    const Tensor x = random_tensor(DType::kFloat32, c.x, 1);
-    const Tensor w = random_tensor(DType::kFloat32, c.w, 2);
+    const Tensor x = random_normal(DType::kFloat32, c.x, 1);
+    const Tensor w = random_normal(DType::kFloat32, c.w, 2);
     const Tensor ref = run_im2col(two, "Conv2D", {x, w}, attrs);
-    const std::int64_t oh = ref.shape()[2], ow = ref.shape()[3];
-    std::int64_t top = c.pad[0], left = c.pad[2];
-    if (c.pad_mode == "same") {  // MindSpore's split: floor(total / 2) before
-      top = std::max<std::int64_t>((oh - 1) * c.stride[0] + (c.w[2] - 1) * c.dilation[0] + 1 - c.x[2], 0) / 2;
-      left = std::max<std::int64_t>((ow - 1) * c.stride[1] + (c.w[3] - 1) * c.dilation[1] + 1 - c.x[3], 0) / 2;
-    } else if (c.pad_mode == "valid") {
-      top = left = 0;
-    }
-    const backend::cpu::ConvShape s{.n = c.x[0], .c = c.x[1], .h = c.x[2], .w = c.x[3],
-                                    .o = c.w[0], .oh = oh, .ow = ow, .kh = c.w[2], .kw = c.w[3],
-                                    .sh = c.stride[0], .sw = c.stride[1],
-                                    .dil_h = c.dilation[0], .dil_w = c.dilation[1],
-                                    .pad_top = top, .pad_left = left};
+    const backend::cpu::ConvShape s = conv_shape_of(c, ref.shape()[2], ref.shape()[3]);
     Tensor y(DType::kFloat32, ref.shape());
     backend::cpu::conv2d_implicit_gemm(s, x.data<float>(), w.data<float>(), y.data<float>(), two);
     expect_close(y, ref, 1e-4);
+  }
+}
+
+// The filter-gradient kernel called directly on every case, pointwise stride 1 included (not
+// routed to it), against im2col in Float64 and Float32; dw starts as NaN, so an element it does
+// not write fails. Where Conv2DBackpropFilter routes to it, the op's result is the kernel's,
+// bitwise; pointwise stride-1 shapes stay on im2col. Against Float64 it must be about as
+// accurate as im2col + GEMM in Float32 (which of the two is closer varies by shape).
+TEST(ConvImplicitGemm, FilterKernelMatchesIm2colOnEveryCase) {
+  if (!backend::cpu::implicit_gemm_available()) GTEST_SKIP() << "built without AVX-512";
+  backend::ThreadPool two(2);
+  int routed = 0;
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(describe(c));
+    const auto calls = calls_of(c, DType::kFloat32).list;
+    const auto& [op, args, attrs] = calls[2];
+    ASSERT_EQ(op, "Conv2DBackpropFilter");
+    const Tensor& dy = args[0];
+    const Tensor& x = args[1];
+    Tensor dw(DType::kFloat32, c.w);
+    std::fill(dw.data<float>(), dw.data<float>() + dw.numel(), std::numeric_limits<float>::quiet_NaN());
+    const backend::cpu::ConvShape s = conv_shape_of(c, dy.shape()[2], dy.shape()[3]);
+    backend::cpu::conv2d_backprop_filter_implicit_gemm(s, dy.data<float>(), x.data<float>(),
+                                                       dw.data<float>(), two);
+    const Tensor exact = run_im2col(two, op, {widen(dy), widen(x)}, attrs);
+    const Tensor blas = run_im2col(two, op, args, attrs);
+    expect_close(widen(dw), exact, 1e-4);
+    expect_close(dw, blas, 1e-4);
+    EXPECT_LE(max_abs_diff(dw, exact), 4 * max_abs_diff(blas, exact) + 1e-6);
+    const bool pointwise = c.w[2] == 1 && c.w[3] == 1 && c.stride[0] == 1 && c.stride[1] == 1;
+    // Up to 8 input and 16 output channels the op may take the direct kernel (conv_direct.h).
+    const bool few_channels = c.x[1] <= 8 && c.w[0] <= 16;
+    const Tensor via_op = run_kernel(two, op, args, attrs);
+    if (pointwise) {
+      EXPECT_TRUE(via_op.bitwise_equal(blas));
+    } else if (!few_channels) {
+      EXPECT_TRUE(via_op.bitwise_equal(dw));
+      ++routed;
+    }
+  }
+  EXPECT_GE(routed, 8);
+}
+
+// The filter gradient on ResNet-18's shapes at batch 2 (layer1's 64 × 64 × 3 × 3 on 32 × 32
+// maps spans 4 position blocks; the stride-2 3 × 3 and 1 × 1 down-sampling layers), against
+// Float64, and bitwise the same on 1 and 3 threads.
+TEST(ConvImplicitGemm, FilterGradientResNetShapes) {
+  if (!backend::cpu::implicit_gemm_available()) GTEST_SKIP() << "built without AVX-512";
+  backend::ThreadPool one(1), three(3);
+  const std::vector<Case> resnet = {
+      {{2, 64, 32, 32}, {64, 64, 3, 3}, "pad", {1, 1, 1, 1}, {1, 1}, {1, 1}},
+      {{2, 64, 32, 32}, {128, 64, 1, 1}, "pad", {0, 0, 0, 0}, {2, 2}, {1, 1}},
+      {{2, 128, 16, 16}, {256, 128, 3, 3}, "pad", {1, 1, 1, 1}, {2, 2}, {1, 1}},
+      {{2, 512, 4, 4}, {512, 512, 3, 3}, "pad", {1, 1, 1, 1}, {1, 1}, {1, 1}},
+  };
+  for (const Case& c : resnet) {
+    SCOPED_TRACE(describe(c));
+    const auto calls = calls_of(c, DType::kFloat32).list;
+    const auto& [op, args, attrs] = calls[2];
+    const Tensor got = run_kernel(three, op, args, attrs);
+    EXPECT_TRUE(got.bitwise_equal(run_kernel(one, op, args, attrs)));
+    expect_close(widen(got), run_im2col(three, op, {widen(args[0]), widen(args[1])}, attrs), 2e-4);
   }
 }
 
@@ -193,9 +239,9 @@ TEST(ConvImplicitGemm, BitwiseTheSameForAnyPoolSize) {
     SCOPED_TRACE(describe(c));
     for (const auto& [op, args, attrs] : calls_of(c, DType::kFloat32).list) {
       SCOPED_TRACE(op);
-      const Tensor ref = run_on(one, op, args, attrs);
-      EXPECT_TRUE(ref.bitwise_equal(run_on(two, op, args, attrs)));
-      EXPECT_TRUE(ref.bitwise_equal(run_on(three, op, args, attrs)));
+      const Tensor ref = run_kernel(one, op, args, attrs);
+      EXPECT_TRUE(ref.bitwise_equal(run_kernel(two, op, args, attrs)));
+      EXPECT_TRUE(ref.bitwise_equal(run_kernel(three, op, args, attrs)));
     }
   }
 }
@@ -206,7 +252,7 @@ TEST(ConvImplicitGemm, Float64StaysOnIm2col) {
     SCOPED_TRACE(describe(c));
     for (const auto& [op, args, attrs] : calls_of(c, DType::kFloat64).list) {
       SCOPED_TRACE(op);
-      EXPECT_TRUE(run_on(two, op, args, attrs).bitwise_equal(run_im2col(two, op, args, attrs)));
+      EXPECT_TRUE(run_kernel(two, op, args, attrs).bitwise_equal(run_im2col(two, op, args, attrs)));
     }
   }
 }
@@ -227,7 +273,7 @@ TEST(ConvImplicitGemm, ResNetShapes) {
       SCOPED_TRACE(op);
       std::vector<Tensor> wide;
       for (const Tensor& t : args) wide.push_back(widen(t));
-      expect_close(widen(run_on(two, op, args, attrs)), run_im2col(two, op, wide, attrs), 2e-4);
+      expect_close(widen(run_kernel(two, op, args, attrs)), run_im2col(two, op, wide, attrs), 2e-4);
     }
   }
 }
