@@ -92,19 +92,24 @@ bool needs_infer(const FuncGraph& g) {
 
 bool writes_every_output_element(std::string_view op) {
   // Kept to the kernels of backends/cpu/{math,activation,array,matmul,optimizer,fused}_kernels.cc,
-  // each of which assigns every output element in a loop over the whole output. The owners of
-  // other kernels add theirs here together with a case in the runtime test.
+  // each of which assigns every output element in a loop over the whole output, and to those of
+  // conv_kernels.cc (every GEMM has beta 0 or follows a fill; col2im fills its planes; the
+  // implicit GEMMs store every result) and pool_kernels.cc. The owners of other kernels add
+  // theirs here together with a case in the runtime test.
   static const std::unordered_set<std::string_view> ops = {
       // math
       "Add", "Sub", "Mul", "RealDiv", "Pow", "Maximum", "Minimum", "Equal", "Less", "Greater",
       "Neg", "Square", "Abs", "Sign", "Sqrt", "Rsqrt", "Exp", "Log", "Select", "ZerosLike",
       "OnesLike",
       // activation
-      "ReLU", "ReLU6", "Sigmoid", "Tanh", "GeLU",
+      "ReLU", "ReluGrad", "ReLU6", "Sigmoid", "Tanh", "GeLU",
       // array (a byte copy)
       "Flatten",
       // dense, bias, optimizer, fused
-      "MatMul", "BiasAdd", "BiasAddGrad", "ApplyMomentum", "ApplyAdam", "MatMulBiasAct"};
+      "MatMul", "BiasAdd", "BiasAddGrad", "ApplyMomentum", "ApplyAdam", "MatMulBiasAct",
+      // convolution and pooling
+      "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad",
+      "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad"};
   return ops.count(op) > 0;
 }
 

