@@ -12,8 +12,11 @@
 namespace loom::summary {
 
 // The CRC32C of n bytes; `crc` continues a previous value (crc32c(a+b) ==
-// crc32c(b, crc32c(a))).
+// crc32c(b, crc32c(a))). SSE 4.2's crc32 instruction where the processor has it, else
+// crc32c_portable.
 std::uint32_t crc32c(const void* data, std::size_t n, std::uint32_t crc = 0);
+// The same by a byte table, on any processor.
+std::uint32_t crc32c_portable(const void* data, std::size_t n, std::uint32_t crc = 0);
 inline std::uint32_t crc32c(std::string_view s) { return crc32c(s.data(), s.size()); }
 
 // ((crc >> 15) | (crc << 17)) + 0xA282EAD8, mod 2^32.

@@ -67,6 +67,20 @@ TEST(Crc32c, StandardVectors) {
   EXPECT_EQ(crc32c("6789", 4, crc32c("12345")), 0xE3069283u);
 }
 
+TEST(Crc32c, InstructionAndTableAgree) {
+  std::mt19937 rng(7);
+  std::string data(4099, '\0');
+  for (char& c : data) c = static_cast<char>(rng());
+  for (std::size_t offset : {0, 1, 3, 8}) {
+    for (std::size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 100, 4091}) {
+      SCOPED_TRACE(std::to_string(offset) + " + " + std::to_string(n));
+      EXPECT_EQ(crc32c(data.data() + offset, n), crc32c_portable(data.data() + offset, n));
+      EXPECT_EQ(crc32c(data.data() + offset, n, 0x12345678u),
+                crc32c_portable(data.data() + offset, n, 0x12345678u));
+    }
+  }
+}
+
 TEST(Crc32c, Mask) {
   EXPECT_EQ(mask_crc(0xE3069283u), 0xC78AB0E5u);
   EXPECT_EQ(masked_crc32c("123456789", 9), 0xC78AB0E5u);
