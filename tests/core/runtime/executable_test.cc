@@ -560,9 +560,9 @@ TEST(Executable, KernelsListedAsWritingEveryElementDoSo) {
   cases.push_back({"ApplyAdam", {any(s), any(s), pos(s), scalar(0.9), scalar(0.99), scalar(0.01),
                                  scalar(0.9), scalar(0.999), scalar(1e-8), any(s)},
                    {}});
-  // Convolution: every path of conv_kernels.cc (implicit GEMM at stride 1 where the build has
-  // AVX-512, im2col + GEMM at stride 2, a pointwise image straight into the output, the filter
-  // gradient's implicit GEMM and its GEMM over image blocks).
+  // Convolution: every path of conv_kernels.cc where the build has AVX-512 (direct kernels for
+  // few channels, implicit GEMMs for more, im2col + GEMM at stride 2 and for pointwise layers, a
+  // pointwise image straight into the output, the filter gradient's GEMM over image blocks).
   auto conv = [](std::int64_t out_channel, std::int64_t k, std::int64_t stride, const char* pad) {
     return ir::Primitive::Attrs{
         {"out_channel", Value::i64(out_channel)}, {"kernel_size", Value::ints({k, k})},
@@ -574,13 +574,19 @@ TEST(Executable, KernelsListedAsWritingEveryElementDoSo) {
     a[key] = Value::ints(v);
     return a;
   };
+  // (in, out) channels: (3, 4) and (8, 4) take the direct kernels at stride 1, (20, 24) the
+  // implicit GEMMs.
   for (std::int64_t stride : {1, 2}) {
-    cases.push_back({"Conv2D", {any({2, 3, 9, 9}), any({4, 3, 3, 3})}, conv(4, 3, stride, "same")});
-    const std::int64_t o = stride == 1 ? 9 : 5;
-    cases.push_back({"Conv2DBackpropInput", {any({2, 4, o, o}), any({4, 8, 3, 3})},
-                     sized(conv(4, 3, stride, "same"), "input_size", {2, 8, 9, 9})});
-    cases.push_back({"Conv2DBackpropFilter", {any({2, 4, o, o}), any({2, 3, 9, 9})},
-                     sized(conv(4, 3, stride, "same"), "filter_size", {4, 3, 3, 3})});
+    for (const auto& [in, out] : std::vector<std::pair<std::int64_t, std::int64_t>>{{3, 4}, {20, 24}}) {
+      cases.push_back({"Conv2D", {any({2, in, 9, 9}), any({out, in, 3, 3})},
+                       conv(out, 3, stride, "same")});
+      const std::int64_t o = stride == 1 ? 9 : 5;
+      const std::int64_t dx_in = in == 3 ? 8 : in;
+      cases.push_back({"Conv2DBackpropInput", {any({2, out, o, o}), any({out, dx_in, 3, 3})},
+                       sized(conv(out, 3, stride, "same"), "input_size", {2, dx_in, 9, 9})});
+      cases.push_back({"Conv2DBackpropFilter", {any({2, out, o, o}), any({2, in, 9, 9})},
+                       sized(conv(out, 3, stride, "same"), "filter_size", {out, in, 3, 3})});
+    }
   }
   cases.push_back({"Conv2D", {any({1, 3, 4, 4}), any({5, 3, 1, 1})}, conv(5, 1, 1, "valid")});
   cases.push_back({"Conv2DBackpropInput", {any({1, 5, 4, 4}), any({5, 3, 1, 1})},
