@@ -307,8 +307,6 @@ void conv2d(const KernelContext& k) {
       cpu::conv2d_direct(conv_shape(g), x, w, y, k.pool);
       return;
     }
-  }
-  if constexpr (std::is_same_v<T, float>) {
     // Stride 1 only for now: with the stride-2 forwards on this path too,
     // ResNet18SmallImageMatchesPyTorch (tests/models/resnet_test.cc) fails, though every
     // Conv2D launch of that test matches im2col to 1e-6 relative: one input of layer4.1's last
@@ -366,8 +364,6 @@ void conv2d_backprop_input(const KernelContext& k) {
       cpu::conv2d_backprop_input_direct(conv_shape(g), dout, w, dx, k.pool);
       return;
     }
-  }
-  if constexpr (std::is_same_v<T, float>) {
     // Not for small maps (dx planes under 8x8: ResNet-18's 4x4 and ResNet-50's 7x7 layers),
     // where im2col + OpenBLAS measured faster, nor for under 8 input channels (a mostly empty
     // 8-row tile).
@@ -404,20 +400,20 @@ void conv2d_backprop_filter(const KernelContext& k) {
   const T* x = k.in(1).data<T>();
   T* dw = k.out(0).data<T>();
   const ConvGeometry g = conv_geometry(k.prim, k.in(1).shape(), k.out(0).shape(), k.in(0).shape());
-  std::fill(dw, dw + k.out(0).numel(), T(0));
-  if (k.in(0).numel() == 0 || k.out(0).numel() == 0) return;
+  if (k.out(0).numel() == 0) return;
   if constexpr (std::is_same_v<T, float>) {
-    if (use_direct_conv(g)) {
+    // Both write every element of dw (no fill first).
+    if (k.in(0).numel() > 0 && use_direct_conv(g)) {
       cpu::conv2d_backprop_filter_direct(conv_shape(g), dout, x, dw, k.pool);
       return;
     }
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    if (use_implicit_gemm_filter(g)) {  // conv_implicit_filter.cc
+    if (k.in(0).numel() > 0 && use_implicit_gemm_filter(g)) {  // conv_implicit_filter.cc
       cpu::conv2d_backprop_filter_implicit_gemm(conv_shape(g), dout, x, dw, k.pool);
       return;
     }
   }
+  std::fill(dw, dw + k.out(0).numel(), T(0));  // the GEMMs below add block after block
+  if (k.in(0).numel() == 0) return;
   const int64_t plane = g.plane();
   const int64_t kg = g.group_rows();
   const int64_t og = g.group_out();
