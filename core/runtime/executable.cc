@@ -94,8 +94,9 @@ bool writes_every_output_element(std::string_view op) {
   // Kept to the kernels of backends/cpu/{math,activation,array,matmul,optimizer,fused}_kernels.cc,
   // each of which assigns every output element in a loop over the whole output, and to those of
   // conv_kernels.cc (every GEMM has beta 0 or follows a fill; col2im fills its planes; the
-  // implicit GEMMs store every result) and pool_kernels.cc. The owners of other kernels add
-  // theirs here together with a case in the runtime test.
+  // implicit GEMMs store every result), pool_kernels.cc, and BatchNorm / BatchNormGrad of
+  // norm_loss_kernels.cc (y and dx plane by plane, the statistics channel by channel). The
+  // owners of other kernels add theirs here together with a case in the runtime test.
   static const std::unordered_set<std::string_view> ops = {
       // math
       "Add", "Sub", "Mul", "RealDiv", "Pow", "Maximum", "Minimum", "Equal", "Less", "Greater",
@@ -109,7 +110,9 @@ bool writes_every_output_element(std::string_view op) {
       "MatMul", "BiasAdd", "BiasAddGrad", "ApplyMomentum", "ApplyAdam", "MatMulBiasAct",
       // convolution and pooling
       "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad",
-      "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad"};
+      "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad",
+      // normalization
+      "BatchNorm", "BatchNormGrad"};
   return ops.count(op) > 0;
 }
 

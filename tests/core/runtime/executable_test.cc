@@ -613,6 +613,14 @@ TEST(Executable, KernelsListedAsWritingEveryElementDoSo) {
     cases.push_back({"AvgPool", {any(x)}, a});
     cases.push_back({"AvgPoolGrad", {any(x), pooled.as_tensor(), any(p)}, a});
   }
+  // BatchNorm and its gradient, training and inference, NCHW and (N, C).
+  for (bool training : {true, false}) {
+    const ir::Primitive::Attrs a = {{"is_training", Value::boolean(training)}};
+    for (const Shape& x : {Shape{3, 4, 5, 6}, Shape{7, 4}}) {
+      cases.push_back({"BatchNorm", {any(x), pos({4}), any({4}), any({4}), pos({4})}, a});
+      cases.push_back({"BatchNormGrad", {any(x), any(x), pos({4}), any({4}), pos({4})}, a});
+    }
+  }
   std::set<std::string> covered;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.op);
@@ -649,7 +657,7 @@ TEST(Executable, KernelsListedAsWritingEveryElementDoSo) {
       }
     }
   }
-  EXPECT_EQ(covered.size(), 42u);  // every listed op has a case
+  EXPECT_EQ(covered.size(), 44u);  // every listed op has a case
 }
 
 TEST(Executable, HookSeesEveryLaunch) {
