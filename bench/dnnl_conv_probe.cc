@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <dnnl.hpp>
 
 namespace {
@@ -18,9 +19,12 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 
+bool g_wall = false;  // --wall: wall-clock seconds (for several threads) instead of CPU seconds
+bool g_winograd = false;  // --winograd: oneDNN's Winograd algorithm in the blocked runs
+
 double cpu_seconds() {
   timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  clock_gettime(g_wall ? CLOCK_MONOTONIC : CLOCK_PROCESS_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
@@ -31,7 +35,11 @@ struct Layer {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    g_wall = g_wall || std::string(argv[i]) == "--wall";
+    g_winograd = g_winograd || std::string(argv[i]) == "--winograd";
+  }
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream s(eng);
   const Layer layers[] = {{"layer1", 64, 64, 32, 1},     {"layer2", 128, 128, 16, 1},
@@ -48,7 +56,9 @@ int main() {
       const memory::desc sd(src, f32, blocked ? Tag::any : Tag::nchw);
       const memory::desc wd(wei, f32, blocked ? Tag::any : Tag::oihw);
       const memory::desc dd(dst, f32, blocked ? Tag::any : Tag::nchw);
-      const auto algo = dnnl::algorithm::convolution_direct;
+      const auto algo = blocked && g_winograd && l.stride == 1
+                            ? dnnl::algorithm::convolution_winograd
+                            : dnnl::algorithm::convolution_direct;
       const dnnl::convolution_forward::primitive_desc fpd(
           dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, sd, wd, dd,
                                           strides, pad, pad),
@@ -85,6 +95,30 @@ int main() {
       const double g = gflops([&] {
         bwd_weights.execute(s, {{DNNL_ARG_SRC, x3}, {DNNL_ARG_DIFF_DST, dy3}, {DNNL_ARG_DIFF_WEIGHTS, dw}});
       });
+      // The same calls with loom's tensors in NCHW: reorders into and out of the blocked layout
+      // are part of each call, as they would be behind loom's kernel interface.
+      if (blocked) {
+        const memory::desc pd(src, f32, Tag::nchw), pw(wei, f32, Tag::oihw), pdst(dst, f32, Tag::nchw);
+        memory ux(pd, eng), uw(pw, eng), uy(pdst, eng), udx(pd, eng), udy(pdst, eng), udw(pw, eng);
+        auto reorder = [&](memory& a, memory& b) { dnnl::reorder(a, b).execute(s, a, b); };
+        const double rf = gflops([&] {
+          reorder(ux, x); reorder(uw, w);
+          fwd.execute(s, {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}});
+          reorder(y, uy);
+        });
+        const double rd = gflops([&] {
+          reorder(udy, dy); reorder(uw, w2);
+          bwd_data.execute(s, {{DNNL_ARG_DIFF_SRC, dx}, {DNNL_ARG_WEIGHTS, w2}, {DNNL_ARG_DIFF_DST, dy}});
+          reorder(dx, udx);
+        });
+        const double rg = gflops([&] {
+          reorder(ux, x3); reorder(udy, dy3);
+          bwd_weights.execute(s, {{DNNL_ARG_SRC, x3}, {DNNL_ARG_DIFF_DST, dy3}, {DNNL_ARG_DIFF_WEIGHTS, dw}});
+          reorder(dw, udw);
+        });
+        std::printf("%-12s %-7s forward %6.1f  input grad %6.1f  filter grad %6.1f GFLOP/s, NCHW in and out\n",
+                    l.name, "reorder", rf, rd, rg);
+      }
       std::printf("%-12s %-7s forward %6.1f  input grad %6.1f  filter grad %6.1f GFLOP/s per CPU-second  (%s)\n",
                   l.name, blocked ? "blocked" : "nchw", f, d, g, fpd.impl_info_str());
     }

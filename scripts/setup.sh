@@ -10,6 +10,8 @@ packages=(
   libeigen3-dev libopenblas-dev libprotobuf-dev protobuf-compiler libabsl-dev
   libopenmpi-dev openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   pybind11-dev python3-dev
+  # oneDNN: the Float32 convolutions' fastest path (backends/cpu/conv_dnnl.h)
+  libdnnl-dev
   # OpenSSL's libcrypto: SHA-256 of the trained weights (loom train --json)
   libssl-dev
   # test tools: FileCheck for .ir pass tests, clang + libFuzzer for fuzz targets, venv for the

@@ -25,9 +25,11 @@
 #include <vector>
 
 #include "backends/cpu/conv_direct.h"
+#include "backends/cpu/conv_dnnl.h"
 #include "backends/cpu/conv_implicit_gemm.h"
 #include "backends/cpu/gemm.h"
 #include "backends/kernel.h"
+#include "backends/random.h"
 #include "backends/thread_pool.h"
 
 namespace loom::backend {
@@ -275,6 +277,18 @@ bool use_direct_conv(const ConvGeometry& g) {
   return env == nullptr || std::string(env) != "im2col";
 }
 
+// Float32 convolutions of group 1 with at least 16 input and 16 output channels run on oneDNN
+// where the build has it (conv_dnnl.h), ahead of every other path, except in deterministic mode
+// (its filter gradient's rounding depends on the thread count). LOOM_CONV=dnnl takes them there
+// in deterministic mode too, LOOM_CONV=loom keeps them on loom's kernels, LOOM_CONV=im2col on
+// the reference.
+bool use_dnnl(const ConvGeometry& g) {
+  if (g.group != 1 || g.c < 16 || g.o < 16 || !cpu::dnnl_conv_available()) return false;
+  const char* env = std::getenv("LOOM_CONV");
+  if (env != nullptr) return std::string(env) == "dnnl";
+  return !deterministic_mode();
+}
+
 // At stride 1, dx = conv(dy, W'), W'[c, o, i, j] = W[o, c, kh-1-i, kw-1-j], padded by
 // (k-1)·dilation - pad: every dx element is one dot product, with no col2im.
 void conv2d_backprop_input_implicit(const ConvGeometry& g, const float* dout, const float* w,
@@ -303,6 +317,7 @@ void conv2d(const KernelContext& k) {
   const ConvGeometry g = conv_geometry(k.prim, k.in(0).shape(), k.in(1).shape(), k.out(0).shape());
   if (k.out(0).numel() == 0) return;
   if constexpr (std::is_same_v<T, float>) {
+    if (use_dnnl(g) && cpu::conv2d_dnnl(conv_shape(g), x, w, y, k.pool.num_threads())) return;
     if (use_direct_conv(g)) {
       cpu::conv2d_direct(conv_shape(g), x, w, y, k.pool);
       return;
@@ -360,6 +375,10 @@ void conv2d_backprop_input(const KernelContext& k) {
   const ConvGeometry g = conv_geometry(k.prim, k.out(0).shape(), k.in(1).shape(), k.in(0).shape());
   if (k.out(0).numel() == 0) return;
   if constexpr (std::is_same_v<T, float>) {
+    if (use_dnnl(g) &&
+        cpu::conv2d_backprop_input_dnnl(conv_shape(g), dout, w, dx, k.pool.num_threads())) {
+      return;
+    }
     if (use_direct_conv(g)) {
       cpu::conv2d_backprop_input_direct(conv_shape(g), dout, w, dx, k.pool);
       return;
@@ -402,7 +421,11 @@ void conv2d_backprop_filter(const KernelContext& k) {
   const ConvGeometry g = conv_geometry(k.prim, k.in(1).shape(), k.out(0).shape(), k.in(0).shape());
   if (k.out(0).numel() == 0) return;
   if constexpr (std::is_same_v<T, float>) {
-    // Both write every element of dw (no fill first).
+    // All three write every element of dw (no fill first).
+    if (k.in(0).numel() > 0 && use_dnnl(g) &&
+        cpu::conv2d_backprop_filter_dnnl(conv_shape(g), dout, x, dw, k.pool.num_threads())) {
+      return;
+    }
     if (k.in(0).numel() > 0 && use_direct_conv(g)) {
       cpu::conv2d_backprop_filter_direct(conv_shape(g), dout, x, dw, k.pool);
       return;

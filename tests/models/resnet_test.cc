@@ -303,9 +303,12 @@ class DotLoss : public nn::Cell {
   }
 };
 
-TEST(ResNet, ResNet18SmallImageMatchesPyTorch) {
+// ResNet-18 (small-image layout) on the reference script's weights and inputs: logits in eval
+// and train mode, the moving statistics, the loss and three parameters' gradients after one
+// step, each to `tolerance` relative (gradients: `grad_tolerance`).
+void check_resnet18_against_pytorch(bool deterministic, double tolerance, double grad_tolerance) {
   const Reference ref = read_reference();
-  backend::seed_all(1);
+  backend::seed_all(1, deterministic);
   auto net = make_resnet(18, {.num_classes = 10, .in_channels = 3,
                               .layout = ResNetLayout::kSmallImage});
   // Every parameter of MindSpore's ResNet-18, named and ordered as the script (and resnet.py).
@@ -324,7 +327,7 @@ TEST(ResNet, ResNet18SmallImageMatchesPyTorch) {
     ASSERT_TRUE(ref.tensors.count(name)) << name;
     const double d = relative_diff(got, ref.tensors.at(name));
     worst = std::max(worst, d);
-    EXPECT_LT(d, 1e-4) << name;
+    EXPECT_LT(d, name.rfind("grad.", 0) == 0 ? grad_tolerance : tolerance) << name;
   };
   net->set_train(false);
   check(run(*net, x), "eval_logits");
@@ -352,7 +355,24 @@ TEST(ResNet, ResNet18SmallImageMatchesPyTorch) {
     }
     check(g, "grad." + name);
   }
-  std::cout << "[ resnet18 vs PyTorch ] max relative difference " << worst << "\n";
+  std::cout << "[ resnet18 vs PyTorch" << (deterministic ? ", deterministic" : "")
+            << " ] max relative difference " << worst << "\n";
+  backend::seed_all(1, false);
+}
+
+// On loom's own kernels (deterministic mode): everything to 1e-4.
+TEST(ResNet, ResNet18SmallImageMatchesPyTorch) { check_resnet18_against_pytorch(true, 1e-4, 1e-4); }
+
+// On the default kernels (oneDNN's Winograd and direct convolutions where the build has them):
+// values and the loss to 1e-4, the gradients to 2e-2. Measured: logits, statistics and loss
+// within 1e-4, but conv1.weight's gradient 9e-3 and layer4.1.bn2d.gamma's 1e-3 off PyTorch's
+// (3e-6 with LOOM_WINOGRAD=0). One input of layer4.1's last ReLU (image 1, channel 315, row 1,
+// column 2) lies within rounding of zero on these inputs (found when stride-2 convolutions were
+// re-associated, bench/README.md), so the rounding of Winograd's transforms is expected to flip
+// its mask; the convolutions themselves are checked against Float64 in
+// tests/ops/conv_dnnl_test.cc.
+TEST(ResNet, ResNet18SmallImageOnTheDefaultKernelsMatchesPyTorch) {
+  check_resnet18_against_pytorch(false, 1e-4, 2e-2);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@
 // the 32-column tile, k longer than one 256 block — the new path is compared with
 //   - the im2col + GEMM path in Float32 (LOOM_CONV=im2col), and
 //   - the im2col path in Float64 (the same inputs widened), the more accurate oracle;
-// and its results must be bitwise the same on pools of 1, 2 and 3 threads. Float64 never takes
+// and its results must be bitwise the same on pools of 1, 2 and 3 threads. The tests set
+// LOOM_CONV=loom: shapes of 16 channels and more would otherwise run on oneDNN. Float64 never takes
 // the new path: its results with and without LOOM_CONV=im2col are bitwise equal.
 #include <gtest/gtest.h>
 
@@ -119,6 +120,7 @@ std::string describe(const Case& c) {
 }
 
 TEST(ConvImplicitGemm, Float32MatchesIm2colAndFloat64) {
+  const ScopedEnv loom_kernels("LOOM_CONV", "loom");  // not oneDNN (conv_dnnl_test.cc)
   if (!backend::cpu::implicit_gemm_available()) GTEST_SKIP() << "built without AVX-512";
   backend::ThreadPool two(2);
   for (const Case& c : cases()) {
@@ -156,6 +158,7 @@ backend::cpu::ConvShape conv_shape_of(const Case& c, std::int64_t oh, std::int64
 // The kernel itself on every case, strided ones included (Conv2D routes only stride 1 to it for
 // now; bench/README.md says why): called directly, against the im2col Conv2D.
 TEST(ConvImplicitGemm, KernelMatchesIm2colOnEveryCase) {
+  const ScopedEnv loom_kernels("LOOM_CONV", "loom");  // not oneDNN (conv_dnnl_test.cc)
   if (!backend::cpu::implicit_gemm_available()) GTEST_SKIP() << "built without AVX-512";
   backend::ThreadPool two(2);
   for (const Case& c : cases()) {
@@ -177,6 +180,7 @@ TEST(ConvImplicitGemm, KernelMatchesIm2colOnEveryCase) {
 // bitwise; pointwise stride-1 shapes stay on im2col. Against Float64 it must be about as
 // accurate as im2col + GEMM in Float32 (which of the two is closer varies by shape).
 TEST(ConvImplicitGemm, FilterKernelMatchesIm2colOnEveryCase) {
+  const ScopedEnv loom_kernels("LOOM_CONV", "loom");  // not oneDNN (conv_dnnl_test.cc)
   if (!backend::cpu::implicit_gemm_available()) GTEST_SKIP() << "built without AVX-512";
   backend::ThreadPool two(2);
   int routed = 0;
@@ -215,6 +219,7 @@ TEST(ConvImplicitGemm, FilterKernelMatchesIm2colOnEveryCase) {
 // maps spans 4 position blocks; the stride-2 3 × 3 and 1 × 1 down-sampling layers), against
 // Float64, and bitwise the same on 1 and 3 threads.
 TEST(ConvImplicitGemm, FilterGradientResNetShapes) {
+  const ScopedEnv loom_kernels("LOOM_CONV", "loom");  // not oneDNN (conv_dnnl_test.cc)
   if (!backend::cpu::implicit_gemm_available()) GTEST_SKIP() << "built without AVX-512";
   backend::ThreadPool one(1), three(3);
   const std::vector<Case> resnet = {
@@ -234,6 +239,7 @@ TEST(ConvImplicitGemm, FilterGradientResNetShapes) {
 }
 
 TEST(ConvImplicitGemm, BitwiseTheSameForAnyPoolSize) {
+  const ScopedEnv loom_kernels("LOOM_CONV", "loom");  // not oneDNN (conv_dnnl_test.cc)
   backend::ThreadPool one(1), two(2), three(3);
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
@@ -247,6 +253,7 @@ TEST(ConvImplicitGemm, BitwiseTheSameForAnyPoolSize) {
 }
 
 TEST(ConvImplicitGemm, Float64StaysOnIm2col) {
+  const ScopedEnv loom_kernels("LOOM_CONV", "loom");  // not oneDNN (conv_dnnl_test.cc)
   backend::ThreadPool two(2);
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
@@ -259,6 +266,7 @@ TEST(ConvImplicitGemm, Float64StaysOnIm2col) {
 
 // The ResNet-18 shapes at a small batch: the tiles are full and k spans several blocks.
 TEST(ConvImplicitGemm, ResNetShapes) {
+  const ScopedEnv loom_kernels("LOOM_CONV", "loom");  // not oneDNN (conv_dnnl_test.cc)
   if (!backend::cpu::implicit_gemm_available()) GTEST_SKIP() << "built without AVX-512";
   backend::ThreadPool two(2);
   const std::vector<Case> resnet = {
