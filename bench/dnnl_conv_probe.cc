@@ -1,12 +1,14 @@
 // oneDNN's convolutions at the ResNet-18 (small-image layout) shapes, batch 32: forward, input
-// gradient and filter gradient, GFLOP/s per CPU-second, with plain NCHW tensors and with the
-// layouts oneDNN picks itself (blocked, nChw16c), reorders not counted. A probe for deciding
-// whether oneDNN (Debian's libdnnl-dev) belongs behind loom's convolution kernels; loom does
-// not use it. Built only where libdnnl-dev is installed (scripts/setup.sh does not install it):
+// gradient and filter gradient, GFLOP/s per CPU-second (--wall: per wall-clock second, for
+// several threads), with plain NCHW tensors, with the layouts oneDNN picks itself (blocked,
+// nChw16c), and with those plus the reorders from and to NCHW that a kernel behind loom's
+// interface pays (backends/cpu/conv_dnnl.cc does this); --winograd runs the blocked cases with
+// the Winograd algorithm at stride 1. The probe that decided oneDNN's place behind loom's
+// convolutions (bench/README.md). Built where libdnnl-dev is installed (scripts/setup.sh
+// installs it):
 //
-//   apt-get install libdnnl-dev && cmake -S . -B build && cmake --build build --target loom_bench_dnnl_conv
-//   OMP_NUM_THREADS=1 build/bin/loom_bench_dnnl_conv      # one thread: compare with
-//   LOOM_NUM_THREADS=1 build/bin/loom_bench_ops --benchmark_filter='Conv2D.*/resnet18_l[1-4]$'
+//   OMP_NUM_THREADS=2 build/bin/loom_bench_dnnl_conv --wall [--winograd]   # compare with
+//   LOOM_CONV=loom build/bin/loom_bench_ops --benchmark_filter='Conv2D.*/resnet18_l[1-4]$'
 #include <time.h>
 
 #include <algorithm>
