@@ -25,29 +25,14 @@
 #include "backends/thread_pool.h"
 #include "core/ir/abstract.h"
 #include "ops/op.h"
+#include "tests/ops/conv_test_util.h"
 #include "tests/ops/test_util.h"
 
 namespace loom::testing {
 namespace {
 
-using ir::Value;
-using Attrs = ir::Primitive::Attrs;
+using Case = ConvCase;
 using Ints = std::vector<std::int64_t>;
-
-struct Case {
-  Shape x, w;
-  std::string pad_mode;
-  Ints pad;  // top, bottom, left, right
-};
-
-std::string describe(const Case& c) {
-  std::string s = "x " + shape_to_string(c.x) + " w " + shape_to_string(c.w) + " " + c.pad_mode;
-  if (c.pad_mode == "pad") {
-    s += " " + std::to_string(c.pad[0]) + "," + std::to_string(c.pad[1]) + "," +
-         std::to_string(c.pad[2]) + "," + std::to_string(c.pad[3]);
-  }
-  return s;
-}
 
 // LeNet-5's two layers at batch 32 and 5.
 std::vector<Case> lenet_cases() {
@@ -95,13 +80,6 @@ std::vector<Case> cases() {
   return all;
 }
 
-Attrs attrs_of(const Case& c) {
-  return {{"out_channel", Value::i64(c.w[0])}, {"kernel_size", Value::ints({c.w[2], c.w[3]})},
-          {"pad_mode", Value::string(c.pad_mode)}, {"pad", Value::ints(c.pad)},
-          {"stride", Value::ints({1, 1})}, {"dilation", Value::ints({1, 1})},
-          {"group", Value::i64(1)}};
-}
-
 // max |actual - expected| / max(1, max |expected|) < tolerance.
 void expect_close_normwise(const Tensor& actual, const Tensor& expected, double tolerance) {
   ASSERT_EQ(actual.shape(), expected.shape());
@@ -114,49 +92,17 @@ void expect_close_normwise(const Tensor& actual, const Tensor& expected, double 
   EXPECT_LT(worst / scale, tolerance);
 }
 
-using Call = std::tuple<std::string, std::vector<Tensor>, Attrs>;
-
-std::vector<Call> calls_of(const Case& c) {
-  backend::ThreadPool one(1);
-  const Attrs attrs = attrs_of(c);
-  const Tensor x = random_normal(DType::kFloat32, c.x, 1);
-  const Tensor w = random_normal(DType::kFloat32, c.w, 2);
-  const Tensor y = run_im2col(one, "Conv2D", {x, w}, attrs);
-  const Tensor dy = random_normal(DType::kFloat32, y.shape(), 3);
-  Attrs bi = attrs;
-  bi["input_size"] = Value::ints(Ints(c.x.begin(), c.x.end()));
-  Attrs bf = attrs;
-  bf["filter_size"] = Value::ints(Ints(c.w.begin(), c.w.end()));
-  return {{"Conv2D", {x, w}, attrs},
-          {"Conv2DBackpropInput", {dy, w}, bi},
-          {"Conv2DBackpropFilter", {dy, x}, bf}};
-}
-
-// The geometry conv_kernels.cc hands the kernels (MindSpore's "same": floor(total / 2) before).
-backend::cpu::ConvShape shape_of(const Case& c, const Shape& y) {
-  std::int64_t top = c.pad[0], left = c.pad[2];
-  if (c.pad_mode == "same") {
-    top = std::max<std::int64_t>((y[2] - 1) + c.w[2] - c.x[2], 0) / 2;
-    left = std::max<std::int64_t>((y[3] - 1) + c.w[3] - c.x[3], 0) / 2;
-  } else if (c.pad_mode == "valid") {
-    top = left = 0;
-  }
-  return {.n = c.x[0], .c = c.x[1], .h = c.x[2], .w = c.x[3], .o = c.w[0], .oh = y[2],
-          .ow = y[3], .kh = c.w[2], .kw = c.w[3], .sh = 1, .sw = 1, .dil_h = 1, .dil_w = 1,
-          .pad_top = top, .pad_left = left};
-}
-
 TEST(ConvDirect, RuleTakesTheseShapes) {
   backend::ThreadPool one(1);
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
     const Tensor y = run_im2col(one, "Conv2D", {random_normal(DType::kFloat32, c.x, 1),
                                                 random_normal(DType::kFloat32, c.w, 2)},
-                                attrs_of(c));
-    EXPECT_TRUE(backend::cpu::direct_conv_suits(shape_of(c, y.shape())));
+                                conv_attrs(c));
+    EXPECT_TRUE(backend::cpu::direct_conv_suits(conv_shape_of(c, y.shape())));
   }
   // Not for more channels, strides or dilation.
-  backend::cpu::ConvShape s = shape_of(lenet_cases()[1], {32, 16, 10, 10});
+  backend::cpu::ConvShape s = conv_shape_of(lenet_cases()[1], {32, 16, 10, 10});
   s.o = 17;
   EXPECT_FALSE(backend::cpu::direct_conv_suits(s));
   s.o = 16;
@@ -175,7 +121,7 @@ TEST(ConvDirect, OpsMatchIm2colAndFloat64) {
   backend::ThreadPool two(2);
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
-    for (const auto& [op, args, attrs] : calls_of(c)) {
+    for (const auto& [op, args, attrs] : conv_calls(c)) {
       SCOPED_TRACE(op);
       const Tensor fast = run_kernel(two, op, args, attrs);
       expect_close_normwise(fast, run_im2col(two, op, args, attrs), 1e-5);
@@ -191,14 +137,14 @@ TEST(ConvDirect, KernelsMatchFloat64) {
   backend::ThreadPool two(2);
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
-    const std::vector<Call> calls = calls_of(c);
+    const std::vector<ConvCall> calls = conv_calls(c);
     const auto& [fop, fargs, fattrs] = calls[0];
     const auto& [iop, iargs, iattrs] = calls[1];
     const auto& [wop, wargs, wattrs] = calls[2];
     const Tensor& x = fargs[0];
     const Tensor& w = fargs[1];
     const Tensor& dy = iargs[0];
-    const backend::cpu::ConvShape s = shape_of(c, dy.shape());
+    const backend::cpu::ConvShape s = conv_shape_of(c, dy.shape());
     Tensor y(DType::kFloat32, dy.shape()), dx(DType::kFloat32, x.shape()),
         dw(DType::kFloat32, w.shape());
     backend::cpu::conv2d_direct(s, x.data<float>(), w.data<float>(), y.data<float>(), two);
@@ -216,7 +162,7 @@ TEST(ConvDirect, BitwiseTheSameForAnyPoolSize) {
   backend::ThreadPool one(1), two(2), three(3);
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
-    for (const auto& [op, args, attrs] : calls_of(c)) {
+    for (const auto& [op, args, attrs] : conv_calls(c)) {
       SCOPED_TRACE(op);
       const Tensor ref = run_kernel(one, op, args, attrs);
       EXPECT_TRUE(ref.bitwise_equal(run_kernel(two, op, args, attrs)));
@@ -233,7 +179,7 @@ TEST(ConvDirect, LeNetBatch256) {
                                  {{256, 6, 14, 14}, {16, 6, 5, 5}, "valid", {0, 0, 0, 0}}};
   for (const Case& c : big) {
     SCOPED_TRACE(describe(c));
-    for (const auto& [op, args, attrs] : calls_of(c)) {
+    for (const auto& [op, args, attrs] : conv_calls(c)) {
       SCOPED_TRACE(op);
       const Tensor fast = run_kernel(two, op, args, attrs);
       EXPECT_TRUE(fast.bitwise_equal(run_kernel(three, op, args, attrs)));

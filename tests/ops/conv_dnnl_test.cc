@@ -21,22 +21,14 @@
 #include "backends/cpu/conv_dnnl.h"
 #include "backends/random.h"
 #include "backends/thread_pool.h"
-#include "core/ir/abstract.h"
-#include "ops/op.h"
+#include "tests/ops/conv_test_util.h"
 #include "tests/ops/test_util.h"
 
 namespace loom::testing {
 namespace {
 
-using ir::Value;
-using Attrs = ir::Primitive::Attrs;
+using Case = ConvCase;
 using Ints = std::vector<std::int64_t>;
-
-struct Case {
-  Shape x, w;
-  std::string pad_mode;
-  Ints pad, stride, dilation;
-};
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
@@ -65,43 +57,6 @@ const std::vector<Case>& cases() {
   return all;
 }
 
-Attrs attrs_of(const Case& c) {
-  return {{"out_channel", Value::i64(c.w[0])}, {"kernel_size", Value::ints({c.w[2], c.w[3]})},
-          {"pad_mode", Value::string(c.pad_mode)}, {"pad", Value::ints(c.pad)},
-          {"stride", Value::ints(c.stride)}, {"dilation", Value::ints(c.dilation)},
-          {"group", Value::i64(1)}};
-}
-
-struct Call {
-  std::string op;
-  std::vector<Tensor> args;
-  Attrs attrs;
-};
-
-// Conv2D, Conv2DBackpropInput and Conv2DBackpropFilter of one case, in Float32.
-std::vector<Call> calls_of(const Case& c) {
-  backend::ThreadPool one(1);
-  const Attrs attrs = attrs_of(c);
-  const Tensor x = random_normal(DType::kFloat32, c.x, 1);
-  const Tensor w = random_normal(DType::kFloat32, c.w, 2);
-  const Tensor y = run_im2col(one, "Conv2D", {x, w}, attrs);
-  const Tensor dy = random_normal(DType::kFloat32, y.shape(), 3);
-  Attrs bi = attrs;
-  bi["input_size"] = Value::ints(Ints(c.x.begin(), c.x.end()));
-  Attrs bf = attrs;
-  bf["filter_size"] = Value::ints(Ints(c.w.begin(), c.w.end()));
-  return {{"Conv2D", {x, w}, attrs},
-          {"Conv2DBackpropInput", {dy, w}, bi},
-          {"Conv2DBackpropFilter", {dy, x}, bf}};
-}
-
-std::string describe(const Case& c) {
-  std::string s = "x " + shape_to_string(c.x) + " w " + shape_to_string(c.w) + " " + c.pad_mode;
-  s += " stride " + std::to_string(c.stride[0]) + "," + std::to_string(c.stride[1]);
-  s += " dilation " + std::to_string(c.dilation[0]) + "," + std::to_string(c.dilation[1]);
-  return s;
-}
-
 bool winograd(const Case& c) {
   return c.w[2] == 3 && c.w[3] == 3 && c.stride == Ints{1, 1} && c.dilation == Ints{1, 1};
 }
@@ -117,35 +72,21 @@ double relative_error(const Tensor& actual, const Tensor& expected) {
   return scale > 0 ? diff / scale : diff;
 }
 
-backend::cpu::ConvShape shape_of(const Case& c, const Shape& y) {
-  const std::int64_t oh = y[2], ow = y[3];
-  std::int64_t top = c.pad[0], left = c.pad[2];
-  if (c.pad_mode == "same") {  // MindSpore's split: floor(total / 2) before
-    top = std::max<std::int64_t>((oh - 1) * c.stride[0] + (c.w[2] - 1) * c.dilation[0] + 1 - c.x[2], 0) / 2;
-    left = std::max<std::int64_t>((ow - 1) * c.stride[1] + (c.w[3] - 1) * c.dilation[1] + 1 - c.x[3], 0) / 2;
-  } else if (c.pad_mode == "valid") {
-    top = left = 0;
-  }
-  return {.n = c.x[0], .c = c.x[1], .h = c.x[2], .w = c.x[3], .o = c.w[0], .oh = oh, .ow = ow,
-          .kh = c.w[2], .kw = c.w[3], .sh = c.stride[0], .sw = c.stride[1],
-          .dil_h = c.dilation[0], .dil_w = c.dilation[1], .pad_top = top, .pad_left = left};
-}
-
 // The oneDNN function of `call` run directly (output NaN-filled first); false if it declined.
-bool run_dnnl(const Case& c, const Call& call, const Tensor& like, Tensor& out, int threads) {
+bool run_dnnl(const Case& c, const ConvCall& call, const Tensor& like, Tensor& out, int threads) {
   out = Tensor(DType::kFloat32, like.shape());
   std::fill(out.data<float>(), out.data<float>() + out.numel(),
             std::numeric_limits<float>::quiet_NaN());
   const float* a = call.args[0].data<float>();
   const float* b = call.args[1].data<float>();
   if (call.op == "Conv2D") {
-    return backend::cpu::conv2d_dnnl(shape_of(c, like.shape()), a, b, out.data<float>(), threads);
+    return backend::cpu::conv2d_dnnl(conv_shape_of(c, like.shape()), a, b, out.data<float>(), threads);
   }
   const Shape y = call.args[0].shape();  // dy
   if (call.op == "Conv2DBackpropInput") {
-    return backend::cpu::conv2d_backprop_input_dnnl(shape_of(c, y), a, b, out.data<float>(), threads);
+    return backend::cpu::conv2d_backprop_input_dnnl(conv_shape_of(c, y), a, b, out.data<float>(), threads);
   }
-  return backend::cpu::conv2d_backprop_filter_dnnl(shape_of(c, y), a, b, out.data<float>(), threads);
+  return backend::cpu::conv2d_backprop_filter_dnnl(conv_shape_of(c, y), a, b, out.data<float>(), threads);
 }
 
 TEST(ConvDnnl, MatchesFloat64Im2colAndIsTheOpsPath) {
@@ -154,7 +95,7 @@ TEST(ConvDnnl, MatchesFloat64Im2colAndIsTheOpsPath) {
   double worst_direct = 0, worst_winograd = 0;
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
-    for (const Call& call : calls_of(c)) {
+    for (const ConvCall& call : conv_calls(c)) {
       SCOPED_TRACE(call.op);
       const Tensor got = run_kernel(two, call.op, call.args, call.attrs);
       const Tensor exact =
@@ -180,7 +121,7 @@ TEST(ConvDnnl, DeterministicModeUsesLoomsKernels) {
   backend::seed_all(0, /*deterministic=*/true);
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
-    for (const Call& call : calls_of(c)) {
+    for (const ConvCall& call : conv_calls(c)) {
       SCOPED_TRACE(call.op);
       const Tensor got = run_kernel(three, call.op, call.args, call.attrs);
       EXPECT_TRUE(got.bitwise_equal(run_kernel(one, call.op, call.args, call.attrs)));

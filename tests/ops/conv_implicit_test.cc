@@ -26,20 +26,13 @@
 #include "backends/thread_pool.h"
 #include "core/ir/abstract.h"
 #include "ops/op.h"
+#include "tests/ops/conv_test_util.h"
 #include "tests/ops/test_util.h"
 
 namespace loom::testing {
 namespace {
 
-using ir::Value;
-using Attrs = ir::Primitive::Attrs;
-using Ints = std::vector<std::int64_t>;
-
-struct Case {
-  Shape x, w;
-  std::string pad_mode;
-  Ints pad, stride, dilation;
-};
+using Case = ConvCase;
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
@@ -84,48 +77,13 @@ const std::vector<Case>& cases() {
   return all;
 }
 
-Attrs attrs_of(const Case& c) {
-  return {{"out_channel", Value::i64(c.w[0])}, {"kernel_size", Value::ints({c.w[2], c.w[3]})},
-          {"pad_mode", Value::string(c.pad_mode)}, {"pad", Value::ints(c.pad)},
-          {"stride", Value::ints(c.stride)}, {"dilation", Value::ints(c.dilation)},
-          {"group", Value::i64(1)}};
-}
-
-// The op calls of one case: Conv2D and Conv2DBackpropInput in the given dtype.
-struct Calls {
-  std::vector<std::tuple<std::string, std::vector<Tensor>, Attrs>> list;
-};
-
-Calls calls_of(const Case& c, DType dtype) {
-  backend::ThreadPool one(1);
-  const Attrs attrs = attrs_of(c);
-  const Tensor x = random_normal(dtype, c.x, 1);
-  const Tensor w = random_normal(dtype, c.w, 2);
-  const Tensor y = run_im2col(one, "Conv2D", {x, w}, attrs);
-  const Tensor dy = random_normal(dtype, y.shape(), 3);
-  Attrs bi = attrs;
-  bi["input_size"] = Value::ints(Ints(c.x.begin(), c.x.end()));
-  Attrs bf = attrs;
-  bf["filter_size"] = Value::ints(Ints(c.w.begin(), c.w.end()));
-  return {{{"Conv2D", {x, w}, attrs},
-           {"Conv2DBackpropInput", {dy, w}, bi},
-           {"Conv2DBackpropFilter", {dy, x}, bf}}};
-}
-
-std::string describe(const Case& c) {
-  std::string s = "x " + shape_to_string(c.x) + " w " + shape_to_string(c.w) + " " + c.pad_mode;
-  s += " stride " + std::to_string(c.stride[0]) + "," + std::to_string(c.stride[1]);
-  s += " dilation " + std::to_string(c.dilation[0]) + "," + std::to_string(c.dilation[1]);
-  return s;
-}
-
 TEST(ConvImplicitGemm, Float32MatchesIm2colAndFloat64) {
   const ScopedEnv loom_kernels("LOOM_CONV", "loom");  // not oneDNN (conv_dnnl_test.cc)
   if (!backend::cpu::implicit_gemm_available()) GTEST_SKIP() << "built without AVX-512";
   backend::ThreadPool two(2);
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
-    for (const auto& [op, args, attrs] : calls_of(c, DType::kFloat32).list) {
+    for (const auto& [op, args, attrs] : conv_calls(c, DType::kFloat32)) {
       SCOPED_TRACE(op);
       const Tensor fast = run_kernel(two, op, args, attrs);
       expect_close(fast, run_im2col(two, op, args, attrs), 1e-4);
@@ -142,19 +100,6 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
-backend::cpu::ConvShape conv_shape_of(const Case& c, std::int64_t oh, std::int64_t ow) {
-  std::int64_t top = c.pad[0], left = c.pad[2];
-  if (c.pad_mode == "same") {  // MindSpore's split: floor(total / 2) before
-    top = std::max<std::int64_t>((oh - 1) * c.stride[0] + (c.w[2] - 1) * c.dilation[0] + 1 - c.x[2], 0) / 2;
-    left = std::max<std::int64_t>((ow - 1) * c.stride[1] + (c.w[3] - 1) * c.dilation[1] + 1 - c.x[3], 0) / 2;
-  } else if (c.pad_mode == "valid") {
-    top = left = 0;
-  }
-  return {.n = c.x[0], .c = c.x[1], .h = c.x[2], .w = c.x[3], .o = c.w[0], .oh = oh, .ow = ow,
-          .kh = c.w[2], .kw = c.w[3], .sh = c.stride[0], .sw = c.stride[1],
-          .dil_h = c.dilation[0], .dil_w = c.dilation[1], .pad_top = top, .pad_left = left};
-}
-
 // The kernel itself on every case, strided ones included (Conv2D routes only stride 1 to it for
 // now; bench/README.md says why): called directly, against the im2col Conv2D.
 TEST(ConvImplicitGemm, KernelMatchesIm2colOnEveryCase) {
@@ -163,11 +108,11 @@ TEST(ConvImplicitGemm, KernelMatchesIm2colOnEveryCase) {
   backend::ThreadPool two(2);
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
-    const Attrs attrs = attrs_of(c);
+    const ir::Primitive::Attrs attrs = conv_attrs(c);
     const Tensor x = random_normal(DType::kFloat32, c.x, 1);
     const Tensor w = random_normal(DType::kFloat32, c.w, 2);
     const Tensor ref = run_im2col(two, "Conv2D", {x, w}, attrs);
-    const backend::cpu::ConvShape s = conv_shape_of(c, ref.shape()[2], ref.shape()[3]);
+    const backend::cpu::ConvShape s = conv_shape_of(c, ref.shape());
     Tensor y(DType::kFloat32, ref.shape());
     backend::cpu::conv2d_implicit_gemm(s, x.data<float>(), w.data<float>(), y.data<float>(), two);
     expect_close(y, ref, 1e-4);
@@ -186,14 +131,14 @@ TEST(ConvImplicitGemm, FilterKernelMatchesIm2colOnEveryCase) {
   int routed = 0;
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
-    const auto calls = calls_of(c, DType::kFloat32).list;
+    const auto calls = conv_calls(c, DType::kFloat32);
     const auto& [op, args, attrs] = calls[2];
     ASSERT_EQ(op, "Conv2DBackpropFilter");
     const Tensor& dy = args[0];
     const Tensor& x = args[1];
     Tensor dw(DType::kFloat32, c.w);
     std::fill(dw.data<float>(), dw.data<float>() + dw.numel(), std::numeric_limits<float>::quiet_NaN());
-    const backend::cpu::ConvShape s = conv_shape_of(c, dy.shape()[2], dy.shape()[3]);
+    const backend::cpu::ConvShape s = conv_shape_of(c, dy.shape());
     backend::cpu::conv2d_backprop_filter_implicit_gemm(s, dy.data<float>(), x.data<float>(),
                                                        dw.data<float>(), two);
     const Tensor exact = run_im2col(two, op, {widen(dy), widen(x)}, attrs);
@@ -230,7 +175,7 @@ TEST(ConvImplicitGemm, FilterGradientResNetShapes) {
   };
   for (const Case& c : resnet) {
     SCOPED_TRACE(describe(c));
-    const auto calls = calls_of(c, DType::kFloat32).list;
+    const auto calls = conv_calls(c, DType::kFloat32);
     const auto& [op, args, attrs] = calls[2];
     const Tensor got = run_kernel(three, op, args, attrs);
     EXPECT_TRUE(got.bitwise_equal(run_kernel(one, op, args, attrs)));
@@ -243,7 +188,7 @@ TEST(ConvImplicitGemm, BitwiseTheSameForAnyPoolSize) {
   backend::ThreadPool one(1), two(2), three(3);
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
-    for (const auto& [op, args, attrs] : calls_of(c, DType::kFloat32).list) {
+    for (const auto& [op, args, attrs] : conv_calls(c, DType::kFloat32)) {
       SCOPED_TRACE(op);
       const Tensor ref = run_kernel(one, op, args, attrs);
       EXPECT_TRUE(ref.bitwise_equal(run_kernel(two, op, args, attrs)));
@@ -257,7 +202,7 @@ TEST(ConvImplicitGemm, Float64StaysOnIm2col) {
   backend::ThreadPool two(2);
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
-    for (const auto& [op, args, attrs] : calls_of(c, DType::kFloat64).list) {
+    for (const auto& [op, args, attrs] : conv_calls(c, DType::kFloat64)) {
       SCOPED_TRACE(op);
       EXPECT_TRUE(run_kernel(two, op, args, attrs).bitwise_equal(run_im2col(two, op, args, attrs)));
     }
@@ -277,7 +222,7 @@ TEST(ConvImplicitGemm, ResNetShapes) {
   };
   for (const Case& c : resnet) {
     SCOPED_TRACE(describe(c));
-    for (const auto& [op, args, attrs] : calls_of(c, DType::kFloat32).list) {
+    for (const auto& [op, args, attrs] : conv_calls(c, DType::kFloat32)) {
       SCOPED_TRACE(op);
       std::vector<Tensor> wide;
       for (const Tensor& t : args) wide.push_back(widen(t));
