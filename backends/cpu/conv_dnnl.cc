@@ -53,18 +53,24 @@ class Scratch {
   std::size_t capacity_ = 0;
 };
 
-// The three primitives of one convolution shape, each made on first use. `failed` marks a
-// shape oneDNN did not take (loom's kernels run it from then on).
+// The three computations of a convolution: y from (x, w), dx from (dy, w), dw from (dy, x).
+enum Kind { kForward = 0, kData = 1, kWeights = 2 };
+
+// A primitive with the layouts it reads its two inputs in and writes its output in.
+struct Prepared {
+  dnnl::primitive primitive;
+  memory::desc in0, in1, out;
+};
+
+// One convolution shape: the forward primitive descriptor (made first; oneDNN's hint for the
+// backward ones) and the three primitives, each made on first use. `failed` marks a shape
+// oneDNN did not take (loom's kernels run it from then on).
 struct Conv {
   memory::desc src, weights, dst;  // loom's layouts: nchw, oihw, nchw
   memory::dims strides, dilates, pad_l, pad_r;
   dnnl::algorithm algo = dnnl::algorithm::convolution_direct;
   std::optional<dnnl::convolution_forward::primitive_desc> fwd_pd;
-  std::optional<dnnl::convolution_forward> fwd;
-  std::optional<dnnl::convolution_backward_data::primitive_desc> data_pd;
-  std::optional<dnnl::convolution_backward_data> data;
-  std::optional<dnnl::convolution_backward_weights::primitive_desc> weights_pd;
-  std::optional<dnnl::convolution_backward_weights> weights_prim;
+  std::optional<Prepared> prepared[3];
   bool failed = false;
 };
 
@@ -168,93 +174,86 @@ void finish_output(memory& computed, memory& user, ThreadState& st) {
   st.stream.wait();
 }
 
-void* mutable_ptr(const float* p) { return const_cast<float*>(p); }
+// The primitive of `kind` for c, made on first use. Every layout is left to oneDNN: the
+// forward's blocked filter is not the one its backward-data kernels read (given it, oneDNN
+// falls back to its reference loops).
+const Prepared& prepared(Conv& c, Kind kind, ThreadState& st) {
+  std::optional<Prepared>& p = c.prepared[kind];
+  if (p) return *p;
+  if (kind == kForward) {
+    const auto& pd = *c.fwd_pd;
+    p.emplace(Prepared{dnnl::convolution_forward(pd), pd.src_desc(), pd.weights_desc(),
+                       pd.dst_desc()});
+  } else if (kind == kData) {
+    const dnnl::convolution_backward_data::primitive_desc pd(
+        dnnl::convolution_backward_data::desc(c.algo, any(c.src), any(c.weights), any(c.dst),
+                                              c.strides, c.dilates, c.pad_l, c.pad_r),
+        st.engine, *c.fwd_pd);
+    p.emplace(Prepared{dnnl::convolution_backward_data(pd), pd.diff_dst_desc(),
+                       pd.weights_desc(), pd.diff_src_desc()});
+  } else {
+    const dnnl::convolution_backward_weights::primitive_desc pd(
+        dnnl::convolution_backward_weights::desc(c.algo, any(c.src), any(c.weights), any(c.dst),
+                                                 c.strides, c.dilates, c.pad_l, c.pad_r),
+        st.engine, *c.fwd_pd);
+    p.emplace(Prepared{dnnl::convolution_backward_weights(pd), pd.diff_dst_desc(),
+                       pd.src_desc(), pd.diff_weights_desc()});
+  }
+  return *p;
+}
+
+// One of a call's tensors: its layout in loom (a member of Conv), oneDNN's argument id and data.
+struct Operand {
+  memory::desc Conv::*layout;
+  int arg;
+  const float* data;
+};
+
+// Runs the primitive of `kind` on loom's buffers: in0 and in1 reordered into the primitive's
+// layouts where they differ, the output computed in place or reordered back.
+bool run(const ConvShape& s, int threads, Kind kind, Operand in0, Operand in1, Operand out) {
+  omp_set_num_threads(threads);
+  Conv& c = conv_of(s, threads);
+  if (c.failed) return false;
+  ThreadState& st = state();
+  try {
+    const Prepared& p = prepared(c, kind, st);
+    auto user = [&](const Operand& o) {
+      return memory(c.*o.layout, st.engine, const_cast<float*>(o.data));
+    };
+    memory u_out = user(out);
+    memory a = input_as(p.in0, user(in0), st.scratch[0], st);
+    memory b = input_as(p.in1, user(in1), st.scratch[1], st);
+    memory result = output_as(p.out, u_out, st.scratch[2], st);
+    p.primitive.execute(st.stream, {{in0.arg, a}, {in1.arg, b}, {out.arg, result}});
+    finish_output(result, u_out, st);
+  } catch (const dnnl::error&) {
+    // The caller's kernel then writes every element of the output.
+    c.failed = true;
+    return false;
+  }
+  return true;
+}
 
 }  // namespace
 
 bool dnnl_conv_available() { return true; }
 
 bool conv2d_dnnl(const ConvShape& s, const float* x, const float* w, float* y, int threads) {
-  omp_set_num_threads(threads);
-  Conv& c = conv_of(s, threads);
-  if (c.failed) return false;
-  ThreadState& st = state();
-  try {
-    if (!c.fwd) c.fwd.emplace(*c.fwd_pd);
-    const memory ux(c.src, st.engine, mutable_ptr(x)), uw(c.weights, st.engine, mutable_ptr(w));
-    memory uy(c.dst, st.engine, y);
-    memory px = input_as(c.fwd_pd->src_desc(), ux, st.scratch[0], st);
-    memory pw = input_as(c.fwd_pd->weights_desc(), uw, st.scratch[1], st);
-    memory py = output_as(c.fwd_pd->dst_desc(), uy, st.scratch[2], st);
-    c.fwd->execute(st.stream, {{DNNL_ARG_SRC, px}, {DNNL_ARG_WEIGHTS, pw}, {DNNL_ARG_DST, py}});
-    finish_output(py, uy, st);
-  } catch (const dnnl::error&) {
-    c.failed = true;  // nothing was written to y before the primitive ran
-    return false;
-  }
-  return true;
+  return run(s, threads, kForward, {&Conv::src, DNNL_ARG_SRC, x},
+             {&Conv::weights, DNNL_ARG_WEIGHTS, w}, {&Conv::dst, DNNL_ARG_DST, y});
 }
 
 bool conv2d_backprop_input_dnnl(const ConvShape& s, const float* dy, const float* w, float* dx,
                                 int threads) {
-  omp_set_num_threads(threads);
-  Conv& c = conv_of(s, threads);
-  if (c.failed) return false;
-  ThreadState& st = state();
-  try {
-    if (!c.data) {
-      // Every layout left to oneDNN: the forward's blocked filter is not the one its
-      // backward-data kernels read (with it oneDNN falls back to its reference loops).
-      c.data_pd.emplace(
-          dnnl::convolution_backward_data::desc(c.algo,
-                                                any(c.src), any(c.weights), any(c.dst),
-                                                c.strides, c.dilates, c.pad_l, c.pad_r),
-          st.engine, *c.fwd_pd);
-      c.data.emplace(*c.data_pd);
-    }
-    const memory udy(c.dst, st.engine, mutable_ptr(dy)), uw(c.weights, st.engine, mutable_ptr(w));
-    memory udx(c.src, st.engine, dx);
-    memory pdy = input_as(c.data_pd->diff_dst_desc(), udy, st.scratch[0], st);
-    memory pw = input_as(c.data_pd->weights_desc(), uw, st.scratch[1], st);
-    memory pdx = output_as(c.data_pd->diff_src_desc(), udx, st.scratch[2], st);
-    c.data->execute(st.stream,
-                    {{DNNL_ARG_DIFF_DST, pdy}, {DNNL_ARG_WEIGHTS, pw}, {DNNL_ARG_DIFF_SRC, pdx}});
-    finish_output(pdx, udx, st);
-  } catch (const dnnl::error&) {
-    c.failed = true;
-    return false;
-  }
-  return true;
+  return run(s, threads, kData, {&Conv::dst, DNNL_ARG_DIFF_DST, dy},
+             {&Conv::weights, DNNL_ARG_WEIGHTS, w}, {&Conv::src, DNNL_ARG_DIFF_SRC, dx});
 }
 
 bool conv2d_backprop_filter_dnnl(const ConvShape& s, const float* dy, const float* x, float* dw,
                                  int threads) {
-  omp_set_num_threads(threads);
-  Conv& c = conv_of(s, threads);
-  if (c.failed) return false;
-  ThreadState& st = state();
-  try {
-    if (!c.weights_prim) {
-      c.weights_pd.emplace(
-          dnnl::convolution_backward_weights::desc(c.algo,
-                                                   any(c.src), any(c.weights), any(c.dst),
-                                                   c.strides, c.dilates, c.pad_l, c.pad_r),
-          st.engine, *c.fwd_pd);
-      c.weights_prim.emplace(*c.weights_pd);
-    }
-    const memory udy(c.dst, st.engine, mutable_ptr(dy)), ux(c.src, st.engine, mutable_ptr(x));
-    memory udw(c.weights, st.engine, dw);
-    memory px = input_as(c.weights_pd->src_desc(), ux, st.scratch[0], st);
-    memory pdy = input_as(c.weights_pd->diff_dst_desc(), udy, st.scratch[1], st);
-    memory pdw = output_as(c.weights_pd->diff_weights_desc(), udw, st.scratch[2], st);
-    c.weights_prim->execute(st.stream,
-                            {{DNNL_ARG_SRC, px}, {DNNL_ARG_DIFF_DST, pdy}, {DNNL_ARG_DIFF_WEIGHTS, pdw}});
-    finish_output(pdw, udw, st);
-  } catch (const dnnl::error&) {
-    c.failed = true;
-    return false;
-  }
-  return true;
+  return run(s, threads, kWeights, {&Conv::dst, DNNL_ARG_DIFF_DST, dy},
+             {&Conv::src, DNNL_ARG_SRC, x}, {&Conv::weights, DNNL_ARG_DIFF_WEIGHTS, dw});
 }
 
 }  // namespace loom::backend::cpu
