@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/conv_dnnl.h"
 #include "backends/cpu/gemm.h"
 #include "backends/kernel.h"
 #include "core/ir/error.h"
@@ -48,6 +49,12 @@ int info() {
   std::cout << "BLAS: " << openblas_get_config() << "\n";
   std::cout << "BLAS kernel: " << openblas_get_corename() << "\n";
   std::cout << "BLAS threads: " << openblas_get_num_threads() << "\n";
+  const std::string dnnl = loom::backend::cpu::dnnl_version_string();
+  std::cout << "convolutions: "
+            << (dnnl.empty() ? std::string("loom's kernels (built without oneDNN)")
+                             : "oneDNN " + dnnl + ", Winograd for 3x3 stride 1 (LOOM_WINOGRAD=0 off); "
+                               "loom's kernels in deterministic mode")
+            << " (LOOM_CONV=dnnl|loom|im2col)\n";
   std::cout << "hardware threads: " << std::thread::hardware_concurrency() << "\n";
   return 0;
 }

@@ -239,6 +239,11 @@ bool run(const ConvShape& s, int threads, Kind kind, Operand in0, Operand in1, O
 
 bool dnnl_conv_available() { return true; }
 
+std::string dnnl_version_string() {
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
 bool conv2d_dnnl(const ConvShape& s, const float* x, const float* w, float* y, int threads) {
   return run(s, threads, kForward, {&Conv::src, DNNL_ARG_SRC, x},
              {&Conv::weights, DNNL_ARG_WEIGHTS, w}, {&Conv::dst, DNNL_ARG_DST, y});
@@ -263,6 +268,7 @@ bool conv2d_backprop_filter_dnnl(const ConvShape& s, const float* dy, const floa
 namespace loom::backend::cpu {
 
 bool dnnl_conv_available() { return false; }
+std::string dnnl_version_string() { return ""; }
 bool conv2d_dnnl(const ConvShape&, const float*, const float*, float*, int) { return false; }
 bool conv2d_backprop_input_dnnl(const ConvShape&, const float*, const float*, float*, int) {
   return false;

@@ -10,12 +10,17 @@
 // (the pool's size: the pool is idle while oneDNN runs).
 #pragma once
 
+#include <string>
+
 #include "backends/cpu/conv_implicit_gemm.h"
 
 namespace loom::backend::cpu {
 
 // Whether this build has oneDNN.
 bool dnnl_conv_available();
+
+// oneDNN's version ("2.6.3"), or "" in a build without it.
+std::string dnnl_version_string();
 
 // y (n, o, oh, ow) from x (n, c, h, w) and w (o, c, kh, kw): as conv2d_implicit_gemm.
 bool conv2d_dnnl(const ConvShape& s, const float* x, const float* w, float* y, int threads);
