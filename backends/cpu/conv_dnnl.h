@@ -4,9 +4,10 @@
 // deterministic mode (the filter gradient sums per-thread partials: its rounding depends on the
 // thread count). docs/design.md ("backends/") has the design, bench/README.md the figures.
 //
-// Each function writes every element of its output and returns true, or returns false without
-// touching the output when this build has no oneDNN or oneDNN does not take the shape; the
-// caller then runs loom's own kernel. `threads` is the OpenMP thread count oneDNN runs with
+// Each function writes every element of its output and returns true, or returns false when this
+// build has no oneDNN or oneDNN does not take the shape (then without touching the output) or
+// fails while running (the output may be partly written); the caller then runs loom's own
+// kernel, which writes every element. `threads` is the OpenMP thread count oneDNN runs with
 // (the pool's size: the pool is idle while oneDNN runs).
 #pragma once
 
