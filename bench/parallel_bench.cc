@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "models/lenet/lenet.h"
 #include "nn/loss.h"
 #include "nn/train.h"
@@ -87,7 +87,7 @@ int bench_lenet(int argc, char** argv) {
   const bool overlap = argc > 4 ? std::atoi(argv[4]) != 0 : true;
   const double bucket_mb = argc > 5 ? std::atof(argv[5]) : 25;
   const std::int64_t local = global / comm.size();
-  backend::seed_all(1);
+  random::seed_all(1);
   auto net = std::make_shared<models::LeNet5>();
   nn::TrainOneStepCell step(
       std::make_shared<nn::WithLossCell>(

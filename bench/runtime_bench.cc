@@ -8,7 +8,7 @@
 #include "core/autodiff/grad.h"
 #include "core/ir/anf.h"
 #include "core/passes/pass.h"
-#include "core/runtime/executable.h"
+#include "runtime/executable.h"
 #include "ops/op.h"
 
 namespace {

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/error.h"
-#include "core/runtime/executable.h"
+#include "runtime/executable.h"
 #include "models/resnet/resnet.h"
 #include "models/zoo.h"
 #include "nn/context.h"
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   try {
     using namespace loom;
     const models::Recipe& r = models::recipe(model);
-    backend::seed_all(1);
+    random::seed_all(1);
     nn::set_context_mode(nn::ExecMode::kGraph);
     // --imagenet: a ResNet in its ImageNet layout (3×224×224, 1000 classes) instead of the
     // recipe's 32×32 one.
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     shape.insert(shape.end(), sample.begin(), sample.end());
     Tensor x(DType::kFloat32, shape);
     Tensor y(DType::kInt32, {batch});
-    backend::RandomStream rng("bench/data");
+    random::RandomStream rng("bench/data");
     rng.fill_normal(x, 0.0, 1.0);
     for (std::int64_t i = 0; i < batch; ++i) y.data<std::int32_t>()[i] = static_cast<int>(i % 10);
     auto with_loss = std::make_shared<nn::WithLossCell>(

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/error.h"
 #include "models/resnet/resnet.h"
 #include "models/zoo.h"
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
     using namespace loom;
     const models::Recipe& r = models::recipe(a.model);
     const std::string dataset = a.dataset.empty() ? r.defaults.dataset : a.dataset;
-    backend::seed_all(1, a.deterministic);
+    random::seed_all(1, a.deterministic);
     nn::set_context_mode(nn::ExecMode::kGraph);
     const bool in1k = a.imagenet && a.model.rfind("resnet", 0) == 0;
     if (a.imagenet && !in1k) usage("--imagenet needs a resnet model");
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     shape.insert(shape.end(), sample.begin(), sample.end());
     Tensor x(DType::kFloat32, shape);
     Tensor y(DType::kInt32, {a.batch});
-    backend::RandomStream rng("bench/data");
+    random::RandomStream rng("bench/data");
     rng.fill_normal(x, 0.0, 1.0);
     const std::vector<float> u = rng.uniform(a.batch);
     for (std::int64_t i = 0; i < a.batch; ++i) {

@@ -6,7 +6,7 @@
 #include <regex>
 #include <system_error>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/error.h"
 #include "nn/cell.h"
 #include "nn/model.h"
@@ -53,7 +53,7 @@ Checkpoint training_state(const nn::RunContext& rc) {
   ck.tensors.emplace_back("step_num", i64(rc.cur_step_num));
   // The next batch: the rest of this epoch, or the start of the next one.
   const bool epoch_done = rc.step_in_epoch >= rc.batch_num;
-  ck.tensors.emplace_back("loom.seed", i64(static_cast<std::int64_t>(backend::global_seed())));
+  ck.tensors.emplace_back("loom.seed", i64(static_cast<std::int64_t>(random::global_seed())));
   ck.tensors.emplace_back("loom.data_epoch", i64(epoch_done ? rc.cur_epoch_num : rc.cur_epoch_num - 1));
   ck.tensors.emplace_back("loom.data_index", i64(epoch_done ? 0 : rc.step_in_epoch));
   return ck;
@@ -61,10 +61,10 @@ Checkpoint training_state(const nn::RunContext& rc) {
 
 ResumePoint restore_training_state(nn::Model& model, const Checkpoint& ck) {
   const auto seed = static_cast<std::uint64_t>(read_i64(ck, "loom.seed"));
-  if (seed != backend::global_seed()) {
+  if (seed != random::global_seed()) {
     throw ValueError("restore_training_state: the checkpoint was written by a run with seed " +
                      std::to_string(seed) + ", this run has seed " +
-                     std::to_string(backend::global_seed()) +
+                     std::to_string(random::global_seed()) +
                      " (the data order and random draws would differ)");
   }
   ResumePoint r;

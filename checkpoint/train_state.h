@@ -49,7 +49,7 @@ struct ResumePoint {
 
 // Loads a training checkpoint into the model: parameters (strict: every network parameter must
 // be present with its dtype and shape), optimizer states, the step count. ValueError when a
-// parameter or state is missing, when it was saved with another seed than backend::global_seed()
+// parameter or state is missing, when it was saved with another seed than random::global_seed()
 // (the data order would differ). The learning rate is not restored: a schedule computes it from
 // the step.
 ResumePoint restore_training_state(nn::Model& model, const Checkpoint& ck);

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/error.h"
 #include "data/dataset.h"
 #include "data/internal.h"
@@ -111,7 +111,7 @@ class Map final : public Stage {
  public:
   Map(DatasetPtr child, std::vector<TransformPtr> ops, const std::string& column)
       : Stage(std::move(child)), ops_(std::move(ops)), column_name_(column),
-        seed_(backend::global_seed()) {
+        seed_(random::global_seed()) {
     const std::vector<std::string> names = child_->column_names();
     const auto it = std::find(names.begin(), names.end(), column);
     if (it == names.end()) {
@@ -128,7 +128,7 @@ class Map final : public Stage {
         throw ValueError("map: " + ops_[k]->name() + " asks for " + std::to_string(words) +
                          " random words per row, at most " + std::to_string(kWordsPerRow));
       }
-      ids_.push_back(backend::stream_id("data/map/" + std::to_string(depth()) + "/" +
+      ids_.push_back(random::stream_id("data/map/" + std::to_string(depth()) + "/" +
                                         std::to_string(k)));
     }
   }
@@ -146,7 +146,7 @@ class Map final : public Stage {
           const std::uint64_t pos =
               ((static_cast<std::uint64_t>(epoch) << 32) + static_cast<std::uint64_t>(i)) *
               kWordsPerRow;
-          backend::RandomStream rng(seed_, ids_[k], pos);
+          random::RandomStream rng(seed_, ids_[k], pos);
           x = ops_[k]->apply(x, &rng);
         } else {
           x = ops_[k]->apply(x, nullptr);
@@ -176,8 +176,8 @@ class Map final : public Stage {
 class Shuffle final : public Stage {
  public:
   explicit Shuffle(DatasetPtr child)
-      : Stage(std::move(child)), seed_(backend::global_seed()),
-        id_(backend::stream_id("data/shuffle/" + std::to_string(depth()))) {}
+      : Stage(std::move(child)), seed_(random::global_seed()),
+        id_(random::stream_id("data/shuffle/" + std::to_string(depth()))) {}
 
   std::int64_t size() const override { return child_->size(); }
 
@@ -200,7 +200,7 @@ class Shuffle final : public Stage {
     auto perm = std::make_shared<std::vector<std::int64_t>>(static_cast<std::size_t>(n));
     for (std::int64_t k = 0; k < n; ++k) (*perm)[static_cast<std::size_t>(k)] = k;
     if (n > 1) {
-      backend::RandomStream rng(seed_, id_, static_cast<std::uint64_t>(epoch) << 34);
+      random::RandomStream rng(seed_, id_, static_cast<std::uint64_t>(epoch) << 34);
       const std::vector<std::uint32_t> w = rng.words(2 * (n - 1));
       for (std::int64_t k = n - 1, d = 0; k >= 1; --k, d += 2) {
         const std::uint64_t r = (static_cast<std::uint64_t>(w[d]) << 32) | w[d + 1];

@@ -11,7 +11,7 @@
 //   while (std::optional<data::Row> row = it.next()) { ... (*row)[0] images, (*row)[1] labels }
 //
 // Every stage is RANDOM ACCESS and PURE: get(epoch, i) is a function of (epoch, i) and of the
-// global seed in force when the stage was made (backends/random.h), never of the order in which
+// global seed in force when the stage was made (core/random/random.h), never of the order in which
 // rows are asked for, the number of worker threads or the process. So:
 //   - prefetching workers can compute rows in any order and the stream of rows is the same;
 //   - the pipeline's position is just (epoch, index of the next row); restoring it means asking
@@ -42,9 +42,9 @@
 
 #include "core/ir/tensor.h"
 
-namespace loom::backend {
+namespace loom::random {
 class RandomStream;
-}  // namespace loom::backend
+}  // namespace loom::random
 
 namespace loom::data {
 
@@ -62,7 +62,7 @@ class Transform {
   // Words of randomness apply() draws per row (0 for a deterministic transform); at most 64.
   virtual int random_words() const { return 0; }
   // `rng` is null for a deterministic transform, else a stream positioned for this row.
-  virtual Tensor apply(const Tensor& x, backend::RandomStream* rng) const = 0;
+  virtual Tensor apply(const Tensor& x, random::RandomStream* rng) const = 0;
 };
 using TransformPtr = std::shared_ptr<const Transform>;
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <limits>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/error.h"
 #include "data/dataset.h"
 
@@ -116,7 +116,7 @@ Tensor pad_image(const std::string& op, const Tensor& x, const Padding& p, doubl
   return y;
 }
 
-void need_rng(const std::string& op, backend::RandomStream* rng) {
+void need_rng(const std::string& op, random::RandomStream* rng) {
   if (!rng) throw ValueError(op + ": a random transform needs a random stream, got none");
 }
 
@@ -126,7 +126,7 @@ class RescaleOp final : public Transform {
  public:
   RescaleOp(double rescale, double shift) : rescale_(rescale), shift_(shift) {}
   std::string name() const override { return "Rescale"; }
-  Tensor apply(const Tensor& x, backend::RandomStream*) const override {
+  Tensor apply(const Tensor& x, random::RandomStream*) const override {
     Tensor y(DType::kFloat32, x.shape());
     float* out = y.data<float>();
     const void* in = x.raw_data();
@@ -154,7 +154,7 @@ class NormalizeOp final : public Transform {
     }
   }
   std::string name() const override { return "Normalize"; }
-  Tensor apply(const Tensor& x, backend::RandomStream*) const override {
+  Tensor apply(const Tensor& x, random::RandomStream*) const override {
     const Image im = image_dims(name(), x);
     const auto nc = static_cast<std::int64_t>(mean_.size());
     if (nc != 1 && nc != im.c) {
@@ -182,7 +182,7 @@ class PadOp final : public Transform {
   PadOp(std::vector<std::int64_t> padding, double fill)
       : padding_(parse_padding("Pad", padding)), fill_(fill) {}
   std::string name() const override { return "Pad"; }
-  Tensor apply(const Tensor& x, backend::RandomStream*) const override {
+  Tensor apply(const Tensor& x, random::RandomStream*) const override {
     return pad_image(name(), x, padding_, fill_);
   }
 
@@ -200,7 +200,7 @@ class ResizeOp final : public Transform {
     }
   }
   std::string name() const override { return "Resize"; }
-  Tensor apply(const Tensor& x, backend::RandomStream*) const override {
+  Tensor apply(const Tensor& x, random::RandomStream*) const override {
     const Image im = image_dims(name(), x);
     if (im.h < 1 || im.w < 1) throw ShapeError("Resize: empty image " + x.describe());
     std::int64_t oh = size_[0], ow = size_.back();
@@ -269,7 +269,7 @@ class RandomCropOp final : public Transform {
   std::string name() const override { return "RandomCrop"; }
   int random_words() const override { return 2; }
   // Word 0 picks the top offset, word 1 the left one: offset = (word * (range + 1)) >> 32.
-  Tensor apply(const Tensor& x, backend::RandomStream* rng) const override {
+  Tensor apply(const Tensor& x, random::RandomStream* rng) const override {
     need_rng(name(), rng);
     const Tensor p = padded_ ? pad_image(name(), x, padding_, 0) : x;
     const Image im = image_dims(name(), p);
@@ -310,7 +310,7 @@ class RandomHorizontalFlipOp final : public Transform {
   std::string name() const override { return "RandomHorizontalFlip"; }
   int random_words() const override { return 1; }
   // Flips when the row's uniform (RandomStream::uniform, one word) is below prob.
-  Tensor apply(const Tensor& x, backend::RandomStream* rng) const override {
+  Tensor apply(const Tensor& x, random::RandomStream* rng) const override {
     need_rng(name(), rng);
     const Image im = image_dims(name(), x);
     if (!(rng->uniform(1)[0] < prob_)) return x;
@@ -340,7 +340,7 @@ void transpose_hwc(const T* in, T* out, std::int64_t h, std::int64_t w, std::int
 class HWC2CHWOp final : public Transform {
  public:
   std::string name() const override { return "HWC2CHW"; }
-  Tensor apply(const Tensor& x, backend::RandomStream*) const override {
+  Tensor apply(const Tensor& x, random::RandomStream*) const override {
     const Image im = image_dims(name(), x);
     if (x.rank() == 2 || im.c == 1) return x.reshape({im.c, im.h, im.w});
     Tensor y(x.dtype(), {im.c, im.h, im.w});
@@ -364,7 +364,7 @@ class TypeCastOp final : public Transform {
  public:
   explicit TypeCastOp(DType dtype) : dtype_(dtype) {}
   std::string name() const override { return "TypeCast"; }
-  Tensor apply(const Tensor& x, backend::RandomStream*) const override {
+  Tensor apply(const Tensor& x, random::RandomStream*) const override {
     if (x.dtype() == dtype_) return x;
     Tensor y(dtype_, x.shape());
     const void* in = x.raw_data();

@@ -16,7 +16,7 @@
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "core/passes/infer.h"
-#include "core/runtime/executable.h"
+#include "runtime/executable.h"
 #include "mindir/proto/mind_ir.pb.h"
 #include "ops/op.h"
 

@@ -10,12 +10,12 @@
 #include <unordered_map>
 
 #include "backends/eager.h"
-#include "core/autodiff/graph_emitter.h"
+#include "core/trace/graph_emitter.h"
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "core/ir/verify.h"
 #include "core/passes/infer.h"
-#include "core/runtime/executable.h"
+#include "runtime/executable.h"
 #include "nn/context.h"
 #include "nn/initializer.h"
 #include "ops/op.h"
@@ -56,7 +56,7 @@ class TraceEmitter final : public ops::Emitter {
   }
 
  private:
-  autodiff::GraphEmitter nodes_;  // node_of: Values become constants of the graph
+  trace::GraphEmitter nodes_;  // node_of: Values become constants of the graph
 };
 
 // A user call site: file relative to the project root (see cell.h), line; file "" for none.

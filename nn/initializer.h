@@ -1,5 +1,5 @@
 // Parameter initializers, named and parameterised as mindspore.common.initializer names them.
-// Every random initializer draws from a backend::RandomStream (backends/random.h), so a weight is
+// Every random initializer draws from a random::RandomStream (core/random/random.h), so a weight is
 // a function of (seed_all's seed, the stream's id, its position) only.
 //
 //   RandomStream s("fc1.weight");
@@ -30,12 +30,12 @@
 #include <string_view>
 #include <utility>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/tensor.h"
 
 namespace loom::nn {
 
-using backend::RandomStream;
+using random::RandomStream;
 
 // (fan_in, fan_out) of a weight shape, as above. Throws ValueError for rank < 2.
 std::pair<double, double> fan_in_and_fan_out(const Shape& shape);

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "nn/cell.h"
 
 namespace loom::nn {

@@ -8,7 +8,7 @@
 
 #include "core/ir/error.h"
 #include "core/ir/value.h"
-#include "core/runtime/executable.h"
+#include "runtime/executable.h"
 #include "nn/context.h"
 
 namespace loom::nn {

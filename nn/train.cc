@@ -8,14 +8,14 @@
 #include <cstring>
 
 #include "core/autodiff/grad.h"
-#include "core/autodiff/graph_emitter.h"
+#include "core/trace/graph_emitter.h"
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "core/ir/verify.h"
 #include "core/passes/infer.h"
 #include "core/passes/pass.h"
-#include "core/runtime/executable.h"
-#include "core/runtime/interpreter.h"
+#include "runtime/executable.h"
+#include "runtime/interpreter.h"
 #include "optim/update.h"
 
 namespace loom::nn {
@@ -214,7 +214,7 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
     beta2_power = step->add_parameter("beta2_power", Abstract::tensor(pow_dtype, {}));
   }
 
-  autodiff::GraphEmitter e(step);
+  trace::GraphEmitter e(step);
   std::vector<ir::Node*> grad_args = call_args;
   if (has_updates) {
     // The sensitivity (ones_like(loss), zeros_like(new value)...), as constants.

@@ -5,7 +5,7 @@
 // 0.044715 x^3))); MindSpore's own example (GeLU([1, 2, 3]) = [0.841192, 1.9545976,
 // 2.9963627]) is that form, not the erf one (0.8413447...). Softmax takes a one-element axis
 // tuple as MindSpore stores it, LogSoftmax an integer axis. Dropout(x, key) draws its mask from
-// Philox-4x32-10 (backends/philox.h): key[0] is the Philox key, key[1] the upper half of the
+// Philox-4x32-10 (core/random/philox.h): key[0] is the Philox key, key[1] the upper half of the
 // counter and i / 4 its lower half for element i, so the mask depends only on the key and the
 // flat index; it returns (x * mask / keep_prob, mask) with the mask in x's dtype, as MindSpore's
 // CPU and GPU kernels do.

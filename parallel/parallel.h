@@ -2,7 +2,7 @@
 // DistributedGradReducer; PyTorch's DistributedDataParallel).
 //
 //   parallel::init(&argc, &argv);                 // size 1 without mpirun, or in a build without MPI
-//   backend::seed_all(1);                         // the same seed on every rank
+//   random::seed_all(1);                         // the same seed on every rank
 //   nn::Model model(net, loss, {.kind = nn::OptimizerKind::kMomentum, .learning_rate = 0.01});
 //   // (resume: restore the checkpoint on every rank — or on rank 0 only — before this line)
 //   parallel::setup_data_parallel(model, parallel::world());   // reducer + broadcast from rank 0
@@ -27,7 +27,7 @@
 // Each wait returns the mean over ranks. Size 1: the gradients are returned unchanged, no op emitted.
 //
 // Determinism. Default: MPI_Allreduce(SUM) then a division by size. With deterministic (or
-// backend::deterministic_mode() when the reducer is made), each bucket is allgathered and every rank
+// random::deterministic_mode() when the reducer is made), each bucket is allgathered and every rank
 // sums the ranks' contributions in rank order 0, 1, ..., n-1 itself: the order no longer depends on
 // the algorithm Open MPI picks for the message size and process count (coll/tuned switches between
 // recursive doubling, ring, Rabenseifner... by size), so runs repeat bitwise and all ranks get
@@ -145,7 +145,7 @@ Communicator& world();
 struct ReducerOptions {
   // Bucket capacity in bytes (PyTorch DDP's bucket_cap_mb = 25, MindSpore's fusion buckets).
   std::size_t bucket_bytes = 25u << 20;
-  // Fixed-order reduction (allgather + rank-ordered sum); default: backend::deterministic_mode().
+  // Fixed-order reduction (allgather + rank-ordered sum); default: random::deterministic_mode().
   std::optional<bool> deterministic;
   bool mean = true;
 };

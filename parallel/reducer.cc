@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/error.h"
 #include "nn/model.h"
 #include "parallel/parallel.h"
@@ -36,7 +36,7 @@ std::vector<std::vector<std::size_t>> plan_buckets(const std::vector<std::size_t
 nn::TrainOneStepCell::GradientReducer make_gradient_reducer(Communicator& comm,
                                                             ReducerOptions options) {
   const int n = comm.size();
-  const bool det = options.deterministic.value_or(backend::deterministic_mode());
+  const bool det = options.deterministic.value_or(random::deterministic_mode());
   if (options.bucket_bytes == 0) throw ValueError("parallel: expected bucket_bytes > 0, got 0");
   return [n, det, options](ops::Emitter& e, const std::vector<ops::Var>& grads,
                            const std::vector<std::string>& names) -> std::vector<ops::Var> {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "backends/thread_pool.h"
 #include "core/ir/error.h"
 #include "nn/cell.h"
@@ -109,7 +109,7 @@ void SummaryCollector::start_lineage(nn::RunContext& rc) {
   if (rc.network) hp.emplace("model", rc.network->cls_name());
   hp.emplace("batch_size", rc.batch_size);
   hp.emplace("epoch_num", rc.epoch_num);
-  hp.emplace("seed", static_cast<double>(backend::global_seed()));
+  hp.emplace("seed", static_cast<double>(random::global_seed()));
   for (const auto& [k, v] : options_.custom_lineage_data) hp.insert_or_assign(k, v);
   std::vector<std::string> metrics{"loss"};
   if (eval_lineage_) metrics.push_back("accuracy");

@@ -42,7 +42,7 @@
 //                                     the start as Python's re.match), at the collected steps.
 //   collect_train_lineage (on)        an hparams session (TensorBoard's HParams view): model (the
 //                                     network's class name), batch_size, epoch_num, seed
-//                                     (backend::global_seed()), and every custom_lineage_data entry
+//                                     (random::global_seed()), and every custom_lineage_data entry
 //                                     (learning_rate, optimizer..., overriding those) as hparams, with metrics "loss" and, with
 //                                     collect_eval_lineage, "accuracy" (the final accuracy is the
 //                                     last "accuracy" scalar). Ended STATUS_SUCCESS at

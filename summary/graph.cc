@@ -6,7 +6,7 @@
 
 #include "core/ir/anf.h"
 #include "core/ir/printer.h"
-#include "core/runtime/executable.h"
+#include "runtime/executable.h"
 
 namespace loom::summary {
 namespace {

@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "backends/thread_pool.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/train_state.h"
@@ -521,7 +521,7 @@ double metric(const std::map<std::string, double>& m, const std::string& key) {
 // GEMM gives OpenBLAS the pool's count at its first call), --deterministic/--seed and --mode.
 void set_up(const Options& o) {
   if (o.threads > 0) setenv("LOOM_NUM_THREADS", std::to_string(o.threads).c_str(), 1);
-  backend::seed_all(o.seed, o.deterministic);
+  random::seed_all(o.seed, o.deterministic);
   nn::set_context_mode(o.mode);
 }
 

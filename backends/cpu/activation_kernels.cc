@@ -11,7 +11,7 @@
 // each line along the axis is computed by one thread in a fixed order, so results do not depend
 // on the thread count; a non-last axis is walked a tile of adjacent columns at a time, so every
 // pass reads contiguous rows. Dropout takes element i from word i % 4 of Philox block i / 4
-// (backends/philox.h), sixteen blocks at a time and without branches on the draw: any chunking
+// (core/random/philox.h), sixteen blocks at a time and without branches on the draw: any chunking
 // gives the same mask.
 // GCC 12 takes the undefined lanes of Eigen's AVX-512 partial-packet loads and reductions for
 // uninitialized reads (over a hundred false reports for this file); Eigen never uses those lanes.
@@ -26,7 +26,7 @@
 
 #include "backends/cpu/elementwise.h"
 #include "backends/kernel.h"
-#include "backends/philox.h"
+#include "core/random/philox.h"
 #include "backends/thread_pool.h"
 
 namespace loom::backend {
@@ -235,20 +235,20 @@ void dropout(const KernelContext& k) {
   const auto seed = static_cast<std::uint64_t>(key[0]);
   const auto stream = static_cast<std::uint64_t>(key[1]);
   const double keep_prob = k.attr("keep_prob").as_double();
-  const std::uint32_t bound = philox::uniform01_bound(keep_prob);
+  const std::uint32_t bound = random::philox::uniform01_bound(keep_prob);
   const T scale = static_cast<T>(1.0 / keep_prob);
   T* py = k.out(0).data<T>();
   T* pmask = k.out(1).data<T>();
-  constexpr std::int64_t kBatchElements = 4 * philox::kBatch;
+  constexpr std::int64_t kBatchElements = 4 * random::philox::kBatch;
   k.pool.parallel_for(
       k.out(0).numel(), kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
-        std::uint32_t words[4][philox::kBatch];
+        std::uint32_t words[4][random::philox::kBatch];
         std::uint32_t flat[kBatchElements];  // element order, so the loop below vectorizes
         std::int64_t i = begin;
         while (i < end) {
           const std::int64_t base = i / 4 * 4;
-          philox::stream_batch(seed, stream, static_cast<std::uint64_t>(base / 4), words);
-          for (int j = 0; j < philox::kBatch; ++j) {
+          random::philox::stream_batch(seed, stream, static_cast<std::uint64_t>(base / 4), words);
+          for (int j = 0; j < random::philox::kBatch; ++j) {
             for (int w = 0; w < 4; ++w) flat[4 * j + w] = words[w][j];
           }
           const std::int64_t stop = std::min(end - base, kBatchElements);

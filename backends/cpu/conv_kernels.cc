@@ -29,7 +29,7 @@
 #include "backends/cpu/conv_implicit_gemm.h"
 #include "backends/cpu/gemm.h"
 #include "backends/kernel.h"
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "backends/thread_pool.h"
 
 namespace loom::backend {
@@ -286,7 +286,7 @@ bool use_dnnl(const ConvGeometry& g) {
   if (g.group != 1 || g.c < 16 || g.o < 16 || !cpu::dnnl_conv_available()) return false;
   const char* env = std::getenv("LOOM_CONV");
   if (env != nullptr) return std::string(env) == "dnnl";
-  return !deterministic_mode();
+  return !random::deterministic_mode();
 }
 
 // At stride 1, dx = conv(dy, W'), W'[c, o, i, j] = W[o, c, kh-1-i, kw-1-j], padded by

@@ -34,7 +34,7 @@
 #include <mutex>
 #include <string>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "backends/thread_pool.h"
 #include "core/ir/error.h"
 
@@ -243,7 +243,7 @@ GemmImpl default_gemm() {
     const char* s = std::getenv("LOOM_GEMM");
     return s != nullptr && *s != '\0';
   }();
-  if (!named && deterministic_mode()) return GemmImpl::kEigen;
+  if (!named && random::deterministic_mode()) return GemmImpl::kEigen;
   return impl;
 }
 

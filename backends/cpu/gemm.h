@@ -15,7 +15,7 @@ namespace loom::backend::cpu {
 enum class GemmImpl { kOpenBLAS, kEigen };
 
 // The implementation used when none is named: LOOM_GEMM if set; else Eigen in deterministic mode
-// (seed_all(seed, true), backends/random.h: bitwise the same for any thread count); else the
+// (seed_all(seed, true), core/random/random.h: bitwise the same for any thread count); else the
 // measured default.
 GemmImpl default_gemm();
 // The implementation for one product when none is named, from its shape only: products of at most

@@ -20,7 +20,7 @@
 //   MaxPoolGrad and AvgPoolGrad write every dx element once, with no zero pass; MaxPoolGrad of
 //   overlapping windows adds into a zeroed plane in the reference's order, and AvgPoolGrad of
 //   overlapping windows stays on the reference path.
-// Every kernel writes every output element (the runtime relies on it: core/runtime/executable.cc,
+// Every kernel writes every output element (the runtime relies on it: runtime/executable.cc,
 // writes_every_output_element).
 #include <algorithm>
 #include <cctype>

@@ -22,13 +22,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/autodiff/graph_emitter.h"
+#include "core/trace/graph_emitter.h"
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "ops/op.h"
 #include "core/passes/infer.h"
 
 namespace loom::autodiff {
+using trace::GraphEmitter;
 namespace {
 
 using ir::Abstract;

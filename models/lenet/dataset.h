@@ -35,7 +35,7 @@ struct DatasetOptions {
 };
 
 // The training pipeline (shuffled; drop_remainder). The shuffle draws from the global seed in
-// force when this is called (backends/random.h seed_all).
+// force when this is called (core/random/random.h seed_all).
 data::DatasetPtr create_train_dataset(const DatasetOptions& options);
 // The test pipeline (in order; the last partial batch kept).
 data::DatasetPtr create_test_dataset(const DatasetOptions& options);

@@ -12,9 +12,9 @@
 // conv2.weight (16,6,5,5), fc1.weight (120,400), fc1.bias (120), fc2.weight (84,120),
 // fc2.bias (84), fc3.weight (10,84), fc3.bias (10): 8 tensors, 61,684 values for the defaults.
 // Initial values follow MindSpore's layer defaults (nn/layers.h), drawn from the seed in force when
-// the network is made (backends/random.h seed_all).
+// the network is made (core/random/random.h seed_all).
 //
-//   backend::seed_all(1);
+//   random::seed_all(1);
 //   auto net = std::make_shared<models::LeNet5>();
 //   ops::Var logits = (*net)(ops::Var(ir::Value::tensor(x)));   // x (N, 1, 32, 32) Float32
 #pragma once

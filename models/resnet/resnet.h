@@ -40,7 +40,7 @@
 // trainable values (torchvision's count: neither has conv biases) plus 53,120 moving-statistic
 // values; see num_trainable_values.
 //
-//   backend::seed_all(1);
+//   random::seed_all(1);
 //   auto net = models::make_resnet(18, {.num_classes = 10, .in_channels = 1,
 //                                       .layout = models::ResNetLayout::kSmallImage});
 //   ops::Var logits = (*net)(ops::Var(ir::Value::tensor(x)));   // x (N, 1, 32, 32) Float32

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/error.h"
 #include "tests/temp_dir.h"
 #include "data/dataset.h"
@@ -63,7 +63,7 @@ struct Session {
 
 // A fresh "process": seed, network, pipeline and model made in the same order.
 Session fresh(nn::OptimizerKind kind) {
-  backend::seed_all(5, /*deterministic=*/true);
+  random::seed_all(5, /*deterministic=*/true);
   Session r;
   r.net = make_net();
   r.ds = make_dataset();
@@ -194,7 +194,7 @@ TEST(RestoreTrainingState, RefusesAnotherSeedAndMissingParameters) {
   Checkpoint ck = load_checkpoint(path);
   {
     Session r = fresh(nn::OptimizerKind::kMomentum);
-    backend::seed_all(6, true);
+    random::seed_all(6, true);
     try {
       restore_training_state(*r.model, ck);
       FAIL();

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/error.h"
 #include "data/dataset.h"
 #include "tests/data/test_util.h"
@@ -33,7 +33,7 @@ class SlowOrBad final : public Transform {
  public:
   SlowOrBad(int ms, double bad) : ms_(ms), bad_(bad) {}
   std::string name() const override { return "SlowOrBad"; }
-  Tensor apply(const Tensor& x, backend::RandomStream*) const override {
+  Tensor apply(const Tensor& x, random::RandomStream*) const override {
     if (ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
     if (x.get(0) == bad_) throw ValueError("SlowOrBad: value " + std::to_string(x.get(0)));
     return x;
@@ -53,10 +53,10 @@ Flat flat(const Row& r) {
 }
 
 DatasetPtr pipeline() {
-  backend::seed_all(8);
+  random::seed_all(8);
   DatasetPtr d =
       numbers(37)->map({RandomHorizontalFlip(0.5), Rescale(2, 0)}, "x")->shuffle()->batch(4);
-  backend::seed_all(0);
+  random::seed_all(0);
   return d;
 }
 
@@ -171,7 +171,7 @@ TEST(Iterator, EmptyDatasetAndZeroEpochs) {
 TEST(Iterator, FashionMnistTrainEpochThroughput) {
   const auto c0 = std::clock();
   const auto t0 = std::chrono::steady_clock::now();
-  backend::seed_all(1);
+  random::seed_all(1);
   const DatasetPtr train =
       MnistDataset(fashion_mnist_dir(""), "train")
           ->map({Pad({2}), Rescale(1.0 / 255, 0), Normalize({0.2860}, {0.3530}), HWC2CHW()},
@@ -195,7 +195,7 @@ TEST(Iterator, FashionMnistTrainEpochThroughput) {
       "Fashion-MNIST train epoch: load %.3f s, total wall %.3f s, cpu %.3f s, "
       "data wait %.3f s\n",
       load_s, wall, cpu, it.wait_seconds());
-  backend::seed_all(0);
+  random::seed_all(0);
 }
 
 }  // namespace

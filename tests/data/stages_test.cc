@@ -6,7 +6,7 @@
 #include <numeric>
 #include <thread>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/error.h"
 #include "data/dataset.h"
 #include "tests/data/test_util.h"
@@ -140,7 +140,7 @@ bool is_permutation_of_iota(std::vector<double> v) {
 }
 
 TEST(Stages, ShufflePermutesDifferentlyPerEpochAndSeed) {
-  backend::seed_all(1);
+  random::seed_all(1);
   const DatasetPtr d = numbers(50)->shuffle();
   EXPECT_EQ(d->describe(), "shuffle");
   const std::vector<double> e0 = ys(d, 0), e1 = ys(d, 1);
@@ -150,9 +150,9 @@ TEST(Stages, ShufflePermutesDifferentlyPerEpochAndSeed) {
   EXPECT_NE(e0, e1);
   EXPECT_EQ(ys(d, 0), e0);  // asking again (after epoch 1 was cached) gives the same
   // Rebuilt under the same seed: the same permutations, whatever the seed in force at get().
-  backend::seed_all(1);
+  random::seed_all(1);
   const DatasetPtr again = numbers(50)->shuffle();
-  backend::seed_all(99);
+  random::seed_all(99);
   EXPECT_EQ(ys(again, 0), e0);
   EXPECT_EQ(ys(again, 1), e1);
   // Another seed: another permutation.
@@ -161,11 +161,11 @@ TEST(Stages, ShufflePermutesDifferentlyPerEpochAndSeed) {
   EXPECT_NE(ys(other, 0), e0);
   // Columns stay together.
   for (const Row& r : all_rows(d, 0)) EXPECT_EQ(r[0].get(0), r[1].get(0));
-  backend::seed_all(0);
+  random::seed_all(0);
 }
 
 TEST(Stages, RepeatedShufflesDiffer) {
-  backend::seed_all(3);
+  random::seed_all(3);
   const DatasetPtr d = numbers(20)->shuffle()->repeat(3);
   const std::vector<double> all = ys(d, 0);
   const std::vector<double> r0(all.begin(), all.begin() + 20),
@@ -180,11 +180,11 @@ TEST(Stages, RepeatedShufflesDiffer) {
   EXPECT_EQ(ys(inner, 1), r1);
   const std::vector<double> epoch1 = ys(d, 1);
   EXPECT_EQ(std::vector<double>(epoch1.begin(), epoch1.begin() + 20), ys(inner, 3));
-  backend::seed_all(0);
+  random::seed_all(0);
 }
 
 TEST(Stages, ShuffleIsSafeUnderConcurrentEpochs) {
-  backend::seed_all(5);
+  random::seed_all(5);
   const DatasetPtr d = numbers(200)->shuffle();
   const std::vector<double> e0 = ys(d, 0), e1 = ys(d, 1);
   std::vector<std::vector<double>> got(4);
@@ -196,7 +196,7 @@ TEST(Stages, ShuffleIsSafeUnderConcurrentEpochs) {
   }
   for (std::thread& t : threads) t.join();
   for (int t = 0; t < 4; ++t) EXPECT_EQ(got[t], t % 2 ? e1 : e0);
-  backend::seed_all(0);
+  random::seed_all(0);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/error.h"
 #include "data/dataset.h"
 #include "tests/data/test_util.h"
@@ -160,7 +160,7 @@ DatasetPtr copies(std::int64_t n) {
 }
 
 TEST(Transforms, RandomCropIsAWindowOfThePaddedImage) {
-  backend::seed_all(11);
+  random::seed_all(11);
   const DatasetPtr d = copies(400)->map({RandomCrop({2, 3}, {1})});
   const Tensor padded = Pad({1})->apply(copies(1)->get(0, 0)[0], nullptr);  // 6 x 7
   std::set<std::pair<int, int>> offsets;
@@ -187,7 +187,7 @@ TEST(Transforms, RandomCropIsAWindowOfThePaddedImage) {
   }
   EXPECT_EQ(offsets.size(), 25u);  // all 5 x 5 offsets occur in 400 rows
   // Reproducible from (seed, epoch, row): rebuilt under the same seed, asked in another order.
-  backend::seed_all(11);
+  random::seed_all(11);
   const DatasetPtr again = copies(400)->map({RandomCrop({2, 3}, {1})});
   for (std::int64_t i = 399; i >= 0; i -= 7) {
     EXPECT_EQ(again->get(0, i)[0].to_doubles(),
@@ -203,11 +203,11 @@ TEST(Transforms, RandomCropIsAWindowOfThePaddedImage) {
             }),
             "RandomCrop: expected an image (after padding) of at least (5, 5), got "
             "Tensor[UInt8](4, 5) (in map(RandomCrop), column 'image', row 0 of epoch 0)");
-  backend::seed_all(0);
+  random::seed_all(0);
 }
 
 TEST(Transforms, RandomHorizontalFlipFrequencyAndReproducibility) {
-  backend::seed_all(2);
+  random::seed_all(2);
   const DatasetPtr src = TensorSlicesDataset({"image"}, {u8({4000, 1, 3}, [] {
                                                std::vector<std::uint8_t> v;
                                                for (int i = 0; i < 4000; ++i)
@@ -223,12 +223,12 @@ TEST(Transforms, RandomHorizontalFlipFrequencyAndReproducibility) {
   }
   const double rate = std::count(flipped.begin(), flipped.end(), true) / 4000.0;
   EXPECT_NEAR(rate, 0.3, 0.03);  // 4 standard deviations (sd = 0.0072)
-  backend::seed_all(2);
+  random::seed_all(2);
   const DatasetPtr again = src->map({RandomHorizontalFlip(0.3)});
   for (std::int64_t i = 0; i < 4000; i += 13) {
     EXPECT_EQ(again->get(0, i)[0].get(0) == 3, flipped[static_cast<std::size_t>(i)]);
   }
-  backend::seed_all(0);
+  random::seed_all(0);
 }
 
 TEST(Transforms, RandomTransformsNeedAStream) {
@@ -236,13 +236,13 @@ TEST(Transforms, RandomTransformsNeedAStream) {
               RandomHorizontalFlip(0.5)->apply(u8({1, 1}, {0}), nullptr);
             }),
             "RandomHorizontalFlip: a random transform needs a random stream, got none");
-  backend::seed_all(4);
+  random::seed_all(4);
   const DatasetPtr src = copies(100);
   for (std::int64_t i = 0; i < 100; ++i) {
     EXPECT_EQ(src->map({RandomHorizontalFlip(0)})->get(0, i)[0].get(0), 1);
     EXPECT_EQ(src->map({RandomHorizontalFlip(1)})->get(0, i)[0].get(0), 5);
   }
-  backend::seed_all(0);
+  random::seed_all(0);
 }
 
 }  // namespace

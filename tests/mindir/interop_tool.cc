@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "checkpoint/checkpoint.h"
 #include "core/ir/error.h"
 #include "data/npy.h"
@@ -32,12 +32,12 @@ int main(int argc, char** argv) {
   try {
     const std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd == "export" && argc == 6) {
-      backend::seed_all(1);
+      random::seed_all(1);
       auto src = make(argv[2]);
       if (auto* r = dynamic_cast<testing::SmallResNet*>(src.get())) r->randomize_bn();
       const std::string out = argv[3];
       checkpoint::save_checkpoint(*src, out + ".ckpt");
-      backend::seed_all(99);
+      random::seed_all(99);
       auto net = make(argv[2]);
       auto [not_loaded, unused] = checkpoint::load_param_into_net(
           *net, checkpoint::load_checkpoint(out + ".ckpt").tensors, true);

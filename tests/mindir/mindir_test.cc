@@ -12,7 +12,7 @@
 #include <map>
 #include <set>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/error.h"
 #include "data/npy.h"
 #include "mindir/proto/mind_ir.pb.h"
@@ -65,7 +65,7 @@ std::string read_bytes(const std::string& path) {
 }
 
 TEST(MindIR, LeNetRoundTripEqualsTheCell) {
-  backend::seed_all(1);
+  random::seed_all(1);
   models::LeNet5 net;
   const std::string path = temp_path("lenet.mindir");
   export_mindir(net, {Abstract::tensor(DType::kFloat32, {4, 1, 32, 32})}, path);
@@ -83,7 +83,7 @@ TEST(MindIR, LeNetRoundTripEqualsTheCell) {
 }
 
 TEST(MindIR, ResNetRoundTripUsesMovingStatistics) {
-  backend::seed_all(2);
+  random::seed_all(2);
   testing::SmallResNet net;
   net.randomize_bn();
   net.set_train(true);  // export must trace in inference mode anyway, and restore the mode
@@ -123,7 +123,7 @@ std::vector<std::int64_t> ints_of(const AP& a) {
 }
 
 TEST(MindIR, FileHasMindSporesLayout) {
-  backend::seed_all(1);
+  random::seed_all(1);
   models::LeNet5 net;
   const std::string path = temp_path("lenet_layout.mindir");
   export_mindir(net, {Abstract::tensor(DType::kFloat32, {1, 1, 32, 32})}, path);

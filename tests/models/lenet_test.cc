@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/error.h"
 #include "core/ir/value.h"
 #include "models/lenet/dataset.h"
@@ -18,7 +18,7 @@ namespace loom::models {
 namespace {
 
 TEST(LeNet5, ParametersAreNamedShapedAndCountedAsMindSpore) {
-  backend::seed_all(1);
+  random::seed_all(1);
   LeNet5 net;
   const std::vector<std::pair<std::string, Shape>> expected = {
       {"conv1.weight", {6, 1, 5, 5}}, {"conv2.weight", {16, 6, 5, 5}},
@@ -45,11 +45,11 @@ TEST(LeNet5, ParametersAreNamedShapedAndCountedAsMindSpore) {
 }
 
 TEST(LeNet5, SameSeedSameInitialWeights) {
-  backend::seed_all(7);
+  random::seed_all(7);
   LeNet5 a;
-  backend::seed_all(7);
+  random::seed_all(7);
   LeNet5 b;
-  backend::seed_all(8);
+  random::seed_all(8);
   LeNet5 c;
   auto pa = a.parameters_and_names(), pb = b.parameters_and_names(),
        pc = c.parameters_and_names();
@@ -62,7 +62,7 @@ TEST(LeNet5, SameSeedSameInitialWeights) {
 }
 
 TEST(LeNet5, MapsBatchesOf32x32ImagesToTenLogits) {
-  backend::seed_all(1);
+  random::seed_all(1);
   LeNet5 net;
   Tensor x(DType::kFloat32, {3, 1, 32, 32});
   for (std::int64_t i = 0; i < x.numel(); ++i) x.set(i, std::sin(0.01 * i));
@@ -74,7 +74,7 @@ TEST(LeNet5, MapsBatchesOf32x32ImagesToTenLogits) {
 }
 
 TEST(LeNetDataset, TrainBatchesArePaddedNormalizedChwAndDropTheRemainder) {
-  backend::seed_all(1);
+  random::seed_all(1);
   data::DatasetPtr ds = lenet::create_train_dataset({.batch_size = 32, .num_samples = 100});
   EXPECT_EQ(ds->size(), 3);  // 100 / 32, the last partial batch dropped
   data::Row row = ds->get(0, 0);

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "data/dataset.h"
 #include "models/resnet/dataset.h"
 #include "models/resnet/resnet.h"
@@ -32,7 +32,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 TEST(ResNetSlow, ResNet50ImageNetTrainingStepAtBatch2) {
-  backend::seed_all(1);
+  random::seed_all(1);
   auto net = make_resnet(50, {.num_classes = 1000, .in_channels = 3});
   net->set_train(true);
   std::map<std::string, Tensor> before;
@@ -73,7 +73,7 @@ TEST(ResNetSlow, ResNet50ImageNetTrainingStepAtBatch2) {
 }
 
 TEST(ResNetSlow, ResNet18LossFallsOnAFashionMnistSubset) {
-  backend::seed_all(1);
+  random::seed_all(1);
   auto net = make_resnet(18, {.num_classes = 10, .in_channels = 1,
                               .layout = ResNetLayout::kSmallImage});
   net->set_train(true);

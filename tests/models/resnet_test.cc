@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/error.h"
 #include "core/ir/value.h"
 #include "models/resnet/dataset.h"
@@ -58,7 +58,7 @@ Tensor ramp(const Shape& shape) {
 }
 
 TEST(ResNet, ResNet50ParametersAreNamedShapedAndCountedAsMindSporesZoo) {
-  backend::seed_all(1);
+  random::seed_all(1);
   ResNet net(50, {.num_classes = 1000, .in_channels = 3, .layout = ResNetLayout::kImageNet});
   ParamMap p = params_by_name(net);
   const std::vector<std::pair<std::string, Shape>> spot = {
@@ -110,7 +110,7 @@ TEST(ResNet, ResNet50ParametersAreNamedShapedAndCountedAsMindSporesZoo) {
 }
 
 TEST(ResNet, InitialValuesFollowResnetPy) {
-  backend::seed_all(3);
+  random::seed_all(3);
   ResNet net(18, {.num_classes = 10, .in_channels = 3, .layout = ResNetLayout::kImageNet});
   ParamMap p = params_by_name(net);
   // kaiming_normal(fan_out, relu): std = sqrt(2 / (out · k · k)).
@@ -130,7 +130,7 @@ TEST(ResNet, InitialValuesFollowResnetPy) {
   EXPECT_EQ(p["layer1.0.bn1d.gamma"]->value.get(0), 1.0);
   EXPECT_EQ(p["layer1.0.bn1d.moving_variance"]->value.get(0), 1.0);
   // Same seed, same weights.
-  backend::seed_all(3);
+  random::seed_all(3);
   ResNet again(18, {.num_classes = 10, .in_channels = 3, .layout = ResNetLayout::kImageNet});
   ParamMap q = params_by_name(again);
   EXPECT_TRUE(p["layer2.0.conv1.weight"]->value.bitwise_equal(q["layer2.0.conv1.weight"]->value));
@@ -145,7 +145,7 @@ TEST(ResNet, CountsOfEveryDepthMatchTheirFormulaAndTorchvision) {
         << depth;
   }
   for (int depth : {18, 34}) {  // 50: above; 101 takes long to draw
-    backend::seed_all(1);
+    random::seed_all(1);
     const ResNetOptions o{.num_classes = 10, .in_channels = 1, .layout = ResNetLayout::kSmallImage};
     ResNet net(depth, o);
     EXPECT_EQ(count_values(net, true), ResNet::num_trainable_values(depth, o)) << depth;
@@ -156,7 +156,7 @@ TEST(ResNet, CountsOfEveryDepthMatchTheirFormulaAndTorchvision) {
 }
 
 TEST(ResNet, ForwardShapesInBothLayouts) {
-  backend::seed_all(1);
+  random::seed_all(1);
   ResNet small18(18, {.num_classes = 10, .in_channels = 1, .layout = ResNetLayout::kSmallImage});
   EXPECT_EQ(run(small18, ramp({2, 1, 32, 32})).shape(), (Shape{2, 10}));
   EXPECT_EQ(run(small18, ramp({1, 1, 28, 28})).shape(), (Shape{1, 10}));
@@ -172,7 +172,7 @@ TEST(ResNet, ForwardShapesInBothLayouts) {
 }
 
 TEST(ResNet, EvalModeUsesTheMovingStatisticsAndLeavesThemAlone) {
-  backend::seed_all(1);
+  random::seed_all(1);
   ResNet net(18, {.num_classes = 10, .in_channels = 1, .layout = ResNetLayout::kSmallImage});
   ParamMap p = params_by_name(net);
   const Tensor batch = ramp({4, 1, 32, 32});
@@ -308,7 +308,7 @@ class DotLoss : public nn::Cell {
 // step, each to `tolerance` relative (gradients: `grad_tolerance`).
 void check_resnet18_against_pytorch(bool deterministic, double tolerance, double grad_tolerance) {
   const Reference ref = read_reference();
-  backend::seed_all(1, deterministic);
+  random::seed_all(1, deterministic);
   auto net = make_resnet(18, {.num_classes = 10, .in_channels = 3,
                               .layout = ResNetLayout::kSmallImage});
   // Every parameter of MindSpore's ResNet-18, named and ordered as the script (and resnet.py).
@@ -357,7 +357,7 @@ void check_resnet18_against_pytorch(bool deterministic, double tolerance, double
   }
   std::cout << "[ resnet18 vs PyTorch" << (deterministic ? ", deterministic" : "")
             << " ] max relative difference " << worst << "\n";
-  backend::seed_all(1, false);
+  random::seed_all(1, false);
 }
 
 // On loom's own kernels (deterministic mode): everything to 1e-4.
@@ -393,7 +393,7 @@ TEST(ResNetRecipe, FourDepthsRegisteredWithTheirDatasetsAndDefaults) {
   EXPECT_EQ(r.input_shape("fashion-mnist"), (Shape{1, 32, 32}));
   EXPECT_EQ(r.input_shape("cifar10"), (Shape{3, 32, 32}));
   EXPECT_THROW(r.input_shape("imagenet"), ValueError);
-  backend::seed_all(1);
+  random::seed_all(1);
   auto net = r.make_network({.dataset = "fashion-mnist"});
   EXPECT_EQ(params_by_name(*net)["conv1.weight"]->value.shape(), (Shape{64, 1, 3, 3}));
   auto cifar = r.make_network({.dataset = "cifar10", .num_classes = 10});
@@ -412,7 +412,7 @@ TEST(ResNetRecipe, FourDepthsRegisteredWithTheirDatasetsAndDefaults) {
 }
 
 TEST(ResNetRecipe, FashionMnistBatchesArePaddedShiftedAndNormalized) {
-  backend::seed_all(1);
+  random::seed_all(1);
   data::DatasetPtr train =
       recipe("resnet18").make_train_dataset({.dataset = "", .batch_size = 8, .num_samples = 20});
   EXPECT_EQ(train->size(), 2);
@@ -454,7 +454,7 @@ TEST(ResNetRecipe, Cifar10NeedsADataDirAndGivesThreeChannelBatches) {
   };
   for (int b = 1; b <= 5; ++b) write("data_batch_" + std::to_string(b) + ".bin", 4);
   write("test_batch.bin", 4);
-  backend::seed_all(1);
+  random::seed_all(1);
   data::DatasetPtr train = recipe("resnet50").make_train_dataset(
       {.dataset = "cifar10", .data_dir = dir.string(), .batch_size = 4});
   EXPECT_EQ(train->size(), 5);

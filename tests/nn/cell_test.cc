@@ -10,12 +10,12 @@
 #include <cmath>
 #include <cstring>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/autodiff/grad.h"
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
-#include "core/runtime/executable.h"
-#include "core/runtime/interpreter.h"
+#include "runtime/executable.h"
+#include "runtime/interpreter.h"
 #include "nn/layers.h"
 
 namespace loom::nn {
@@ -74,7 +74,7 @@ class WithLoss : public Cell {
 
 Tensor random_input(DType dtype, Shape shape) {
   Tensor t(dtype, std::move(shape));
-  backend::RandomStream("cell_test.x").fill_normal(t, 0.0, 1.0);
+  random::RandomStream("cell_test.x").fill_normal(t, 0.0, 1.0);
   return t;
 }
 
@@ -149,14 +149,14 @@ TEST(Cell, PyNativeInterpretedAndCompiledAgree) {
 
 TEST(Cell, SeedAllMakesInitialWeightsReproducible) {
   auto weights = [](std::uint64_t seed) {
-    backend::seed_all(seed);
+    random::seed_all(seed);
     LeNet5 net;
     std::vector<Tensor> out;
     for (auto& [name, p] : net.parameters_and_names()) out.push_back(p->value);
     return out;
   };
   const std::vector<Tensor> a = weights(1), b = weights(1), c = weights(2);
-  backend::seed_all(0);
+  random::seed_all(0);
   ASSERT_EQ(a.size(), b.size());
   bool any_differs = false;
   for (std::size_t i = 0; i < a.size(); ++i) {

@@ -11,7 +11,7 @@
 namespace loom::nn {
 namespace {
 
-using backend::stream_id;
+using random::stream_id;
 
 struct Stats {
   double mean = 0, std = 0, max_abs = 0;
@@ -146,17 +146,17 @@ TEST(InitializerTest, FactoryByName) {
 }
 
 TEST(InitializerTest, ReproducibleUnderSeedAll) {
-  backend::seed_all(2026);
+  random::seed_all(2026);
   RandomStream a("conv1.weight");
   const Tensor w1 = initializer("he_uniform", {6, 1, 5, 5}, DType::kFloat32, a);
-  backend::seed_all(2026);
+  random::seed_all(2026);
   RandomStream b("conv1.weight");
   const Tensor w2 = initializer(HeUniform(), {6, 1, 5, 5}, DType::kFloat32, b);
   EXPECT_TRUE(w1.bitwise_equal(w2));
   RandomStream c("conv2.weight");
   const Tensor w3 = initializer("he_uniform", {6, 1, 5, 5}, DType::kFloat32, c);
   EXPECT_FALSE(w1.bitwise_equal(w3));
-  backend::seed_all(0);
+  random::seed_all(0);
 }
 
 }  // namespace

@@ -9,10 +9,10 @@
 #include <cstring>
 #include <memory>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
-#include "core/runtime/interpreter.h"
+#include "runtime/interpreter.h"
 #include "nn/cell.h"
 #include "nn/context.h"
 #include "nn/layers.h"
@@ -26,7 +26,7 @@ using ir::Value;
 
 Tensor random_input(DType dtype, Shape shape, const char* name = "layers_loss_test.x") {
   Tensor t(dtype, std::move(shape));
-  backend::RandomStream(name).fill_normal(t, 0.0, 1.0);
+  random::RandomStream(name).fill_normal(t, 0.0, 1.0);
   return t;
 }
 
@@ -192,7 +192,7 @@ TEST(Layers, DropoutIsReproducibleUnderSeedAll) {
   for (ExecMode mode : {ExecMode::kPyNative, ExecMode::kGraph}) {
     ModeScope scope(mode);
     auto two_steps = [&](std::uint64_t seed) {
-      backend::seed_all(seed);
+      random::seed_all(seed);
       Dropout drop(0.25);
       drop.set_train(true);
       std::vector<double> first = dropout_output(drop, x);
@@ -200,7 +200,7 @@ TEST(Layers, DropoutIsReproducibleUnderSeedAll) {
       return std::make_pair(first, second);
     };
     const auto a = two_steps(7), b = two_steps(7), c = two_steps(8);
-    backend::seed_all(0);
+    random::seed_all(0);
     EXPECT_EQ(a.first, b.first);    // same seed, same masks
     EXPECT_EQ(a.second, b.second);
     EXPECT_NE(a.first, a.second);   // a fresh key each call
@@ -220,7 +220,7 @@ TEST(Layers, DropoutIsReproducibleUnderSeedAll) {
 }
 
 TEST(Layers, DropoutKeyIsANamedNonTrainableParameter) {
-  backend::seed_all(3);
+  random::seed_all(3);
   TwoDropouts net;
   const auto params = net.parameters_and_names();
   ASSERT_EQ(params.size(), 2u);
@@ -230,11 +230,11 @@ TEST(Layers, DropoutKeyIsANamedNonTrainableParameter) {
   EXPECT_EQ(params[0].second->value.dtype(), DType::kInt64);
   EXPECT_EQ(params[0].second->value.shape(), (Shape{2}));
   // Drawn from RandomStream("a.key") under the seed in force: the same for a fresh network.
-  backend::seed_all(3);
+  random::seed_all(3);
   TwoDropouts again;
   EXPECT_EQ(ints(again.a_->key().value), ints(net.a_->key().value));
   EXPECT_NE(ints(again.a_->key().value), ints(net.b_->key().value));
-  backend::seed_all(0);
+  random::seed_all(0);
 
   net.set_train(true);
   const Tensor x = Tensor::from_doubles(DType::kFloat32, {32, 32},
@@ -257,10 +257,10 @@ TEST(Layers, DropoutKeyIsANamedNonTrainableParameter) {
 }
 
 TEST(Layers, TracedDropoutReadsItsKeyAndReturnsTheNextOne) {
-  backend::seed_all(11);
+  random::seed_all(11);
   Dropout drop(0.5);
   drop.set_train(true);
-  backend::seed_all(0);
+  random::seed_all(0);
   const Tensor key0 = drop.key().value.clone();
   const Tensor x = random_input(DType::kFloat32, {16, 16});
   Traced t = trace(drop, {Abstract::tensor(DType::kFloat32, {16, 16})}, "train");

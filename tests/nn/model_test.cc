@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/error.h"
 #include "nn/context.h"
 #include "nn/layers.h"
@@ -340,7 +340,7 @@ data::DatasetPtr small_dataset() {
 }
 
 TEST(Model, CallbackHooksInOrder) {
-  backend::seed_all(1);
+  random::seed_all(1);
   Model model(make_net(), make_loss(), kMomentum);
   Recorder rec;
   model.train(2, small_dataset(), {&rec});
@@ -366,7 +366,7 @@ TEST(Model, CallbackHooksInOrder) {
 }
 
 TEST(Model, RequestStopEndsTrainingAfterTheStep) {
-  backend::seed_all(1);
+  random::seed_all(1);
   Model model(make_net(), make_loss(), kMomentum);
   Recorder rec(/*stop_at=*/2);
   model.train(3, small_dataset(), {&rec});
@@ -379,7 +379,7 @@ TEST(Model, RequestStopEndsTrainingAfterTheStep) {
 }
 
 TEST(Model, TrainReachesFullAccuracyOnASeparableProblem) {
-  backend::seed_all(5);
+  random::seed_all(5);
   Model model(make_net(), make_loss(), kMomentum,
               {{"accuracy", std::make_shared<Accuracy>()}, {"loss", std::make_shared<Loss>()}});
   EXPECT_EQ(model.train_network(), nullptr);
@@ -410,7 +410,7 @@ TEST(Model, TrainReachesFullAccuracyOnASeparableProblem) {
 }
 
 TEST(Model, EvalWithCallbacksAndErrors) {
-  backend::seed_all(2);
+  random::seed_all(2);
   Model model(make_net(), make_loss(), kMomentum, {{"acc", std::make_shared<Accuracy>()}});
   Recorder rec;
   const std::map<std::string, double> r = model.eval(small_dataset(), {&rec});
@@ -434,7 +434,7 @@ TEST(Model, EvalWithCallbacksAndErrors) {
 }
 
 TEST(Model, NaNLossStopsTrainingWithLossMonitorsError) {
-  backend::seed_all(3);
+  random::seed_all(3);
   Problem p = make_problem();
   p.x.set(2 * 5, std::numeric_limits<double>::quiet_NaN());  // row 5: batch 2 of 4-row batches
   const data::DatasetPtr ds =
@@ -452,7 +452,7 @@ TEST(Model, NaNLossStopsTrainingWithLossMonitorsError) {
 TEST(Model, ResumeGivesBitwiseTheSameWeights) {
   const std::int64_t batches = kRows / 8;
   auto run = [&](const std::function<void(Model&, const data::DatasetPtr&)>& train) {
-    backend::seed_all(11, /*deterministic=*/true);
+    random::seed_all(11, /*deterministic=*/true);
     auto net = make_net();
     const data::DatasetPtr ds = dataset(8, /*shuffle=*/true);
     Model model(net, make_loss(), kMomentum);
@@ -487,7 +487,7 @@ TEST(Model, ResumeGivesBitwiseTheSameWeights) {
   expect_bitwise_equal(straight, by_epoch);
   expect_bitwise_equal(straight, mid_epoch);
   // Training moved the weights (the comparison is not vacuous).
-  backend::seed_all(11, true);
+  random::seed_all(11, true);
   const std::vector<Tensor> initial = weights_of(*make_net());
   EXPECT_FALSE(initial[0].bitwise_equal(straight[0]));
 }
@@ -495,7 +495,7 @@ TEST(Model, ResumeGivesBitwiseTheSameWeights) {
 // Model.train == TrainOneStepCell::step over the same batches, and train() keeps the network's
 // initial values (WithLossCell's renaming would re-draw them).
 TEST(Model, TrainEqualsAHandWrittenStepLoop) {
-  backend::seed_all(21, /*deterministic=*/true);
+  random::seed_all(21, /*deterministic=*/true);
   auto net_a = make_net();
   const std::vector<Tensor> initial = weights_of(*net_a);
   const data::DatasetPtr ds = dataset(8, /*shuffle=*/true);
@@ -526,7 +526,7 @@ TEST(Model, TrainEqualsAHandWrittenStepLoop) {
 TEST(Model, TrainInPyNativeModeEqualsGraphMode) {
   auto run = [](ExecMode mode) {
     ModeScope scope(mode);
-    backend::seed_all(9, /*deterministic=*/true);
+    random::seed_all(9, /*deterministic=*/true);
     auto net = make_net();
     Model model(net, make_loss(), kMomentum);
     model.train(2, dataset(8, /*shuffle=*/true));
@@ -543,7 +543,7 @@ TEST(Model, TrainInPyNativeModeEqualsGraphMode) {
 }
 
 TEST(Model, EvalInGraphModeEqualsPyNative) {
-  backend::seed_all(4);
+  random::seed_all(4);
   auto net = make_net();
   Model model(net, make_loss(), kMomentum,
               {{"accuracy", std::make_shared<Accuracy>()}, {"loss", std::make_shared<Loss>()}});
@@ -577,7 +577,7 @@ TEST(Model, EvalInGraphModeEqualsPyNative) {
 }
 
 TEST(Model, EvalKeepsTrainingFlagsAndWeights) {
-  backend::seed_all(6);
+  random::seed_all(6);
   auto net = make_net();
   Model model(net, make_loss(), kMomentum, {{"accuracy", std::make_shared<Accuracy>()}});
   model.train(1, dataset(8));
@@ -599,7 +599,7 @@ TEST(Model, EvalKeepsTrainingFlagsAndWeights) {
 }
 
 TEST(Model, TrainStatsAddUp) {
-  backend::seed_all(8);
+  random::seed_all(8);
   Model model(make_net(), make_loss(), kMomentum);
   // 48 rows in batches of 10: 4 of 10 and one of 8, two signatures.
   model.train(2, dataset(10), {}, {.data_workers = 2, .prefetch = 3});

@@ -1,6 +1,6 @@
-// backends/random.h: seed_all, stream ids, RandomStream addressing and distributions, and the
+// core/random/random.h: seed_all, stream ids, RandomStream addressing and distributions, and the
 // deterministic-mode GEMM choice.
-#include "backends/random.h"
+#include "core/random/random.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,11 +14,11 @@
 #include <string>
 
 #include "backends/cpu/gemm.h"
-#include "backends/philox.h"
+#include "core/random/philox.h"
 #include "backends/thread_pool.h"
 #include "core/ir/error.h"
 
-namespace loom::backend {
+namespace loom::random {
 namespace {
 
 template <typename T>
@@ -134,7 +134,7 @@ TEST(RandomTest, SameBitsForAnyThreadCount) {
   RandomStream serial(11, 12);
   const std::vector<double> want = serial.normal(n);
   for (int threads : {1, 2}) {
-    ThreadPool pool(threads);
+    backend::ThreadPool pool(threads);
     std::vector<double> got(static_cast<std::size_t>(n));
     pool.parallel_for(n, 4099, [&](std::int64_t begin, std::int64_t end) {
       RandomStream part(11, 12, 2 * static_cast<std::uint64_t>(begin));  // normal: 2 words each
@@ -257,17 +257,17 @@ TEST(RandomTest, FillsTensors) {
 TEST(RandomTest, DeterministicModeSelectsEigenGemm) {
   const char* named = std::getenv("LOOM_GEMM");
   seed_all(1, false);
-  const cpu::GemmImpl normal = cpu::default_gemm();
+  const backend::cpu::GemmImpl normal = backend::cpu::default_gemm();
   seed_all(1, true);
   if (named != nullptr && *named != '\0') {
-    EXPECT_EQ(cpu::default_gemm(), normal) << "LOOM_GEMM takes precedence";
+    EXPECT_EQ(backend::cpu::default_gemm(), normal) << "LOOM_GEMM takes precedence";
   } else {
-    EXPECT_EQ(cpu::default_gemm(), cpu::GemmImpl::kEigen);
+    EXPECT_EQ(backend::cpu::default_gemm(), backend::cpu::GemmImpl::kEigen);
   }
   seed_all(1, false);
-  EXPECT_EQ(cpu::default_gemm(), normal);
+  EXPECT_EQ(backend::cpu::default_gemm(), normal);
   seed_all(0);
 }
 
 }  // namespace
-}  // namespace loom::backend
+}  // namespace loom::random

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
-#include "core/runtime/executable.h"
-#include "core/runtime/interpreter.h"
+#include "runtime/executable.h"
+#include "runtime/interpreter.h"
 #include "nn/cell.h"
 #include "nn/context.h"
 #include "nn/layers.h"
@@ -30,7 +30,7 @@ using ir::Value;
 
 Tensor random_input(DType dtype, Shape shape, const char* name = "state_test.x") {
   Tensor t(dtype, std::move(shape));
-  backend::RandomStream(name).fill_normal(t, 0.0, 1.0);
+  random::RandomStream(name).fill_normal(t, 0.0, 1.0);
   return t;
 }
 
@@ -212,10 +212,10 @@ TEST(CompiledCall, CachesPerSignatureAndTrainingFlag) {
 }
 
 TEST(CompiledCall, UpdatesKeepTheParametersStorage) {
-  backend::seed_all(5);
+  random::seed_all(5);
   Dropout drop(0.5);
   drop.set_train(true);
-  backend::seed_all(0);
+  random::seed_all(0);
   const void* key_storage = drop.key().value.raw_data();
   const std::vector<std::int64_t> key0 = ints(drop.key().value);
   const Tensor x = random_input(DType::kFloat32, {8, 8});
@@ -371,10 +371,10 @@ class ConvBnDrop : public Cell {
 };
 
 std::shared_ptr<WithLossCell> make_bn_net(std::uint64_t seed) {
-  backend::seed_all(seed);
+  random::seed_all(seed);
   auto net = std::make_shared<WithLossCell>(std::make_shared<ConvBnDrop>(),
                                             std::make_shared<MSELoss>());
-  backend::seed_all(0);
+  random::seed_all(0);
   net->set_train(true);
   return net;
 }
@@ -459,11 +459,11 @@ TEST(TrainState, RootCallsInGraphModeEqualPyNativeWithBatchNormAndDropout) {
 TEST(TrainState, CompiledStepDrawsANewMaskEveryStep) {
   // With learning rate 0 the weights stay put, so the loss changes only with the mask.
   auto drop_net = [] {
-    backend::seed_all(4);
+    random::seed_all(4);
     auto seq = std::make_shared<SequentialCell>();
     seq->append(std::make_shared<Dense>(16, 16)).append(std::make_shared<Dropout>(0.5));
     auto net = std::make_shared<WithLossCell>(seq, std::make_shared<MSELoss>());
-    backend::seed_all(0);
+    random::seed_all(0);
     net->set_train(true);
     return net;
   };
@@ -483,9 +483,9 @@ TEST(TrainState, CompiledStepDrawsANewMaskEveryStep) {
   EXPECT_EQ(graph.num_compilations(), 1u);
 
   // The compiled root call draws the same masks as PyNative calls, call after call.
-  backend::seed_all(9);
+  random::seed_all(9);
   Dropout a(0.5), b(0.5);
-  backend::seed_all(0);
+  random::seed_all(0);
   a.set_train(true);
   b.set_train(true);
   for (int s = 0; s < 3; ++s) {

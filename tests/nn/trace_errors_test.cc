@@ -6,10 +6,10 @@
 #include <functional>
 #include <string>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
-#include "core/runtime/interpreter.h"
+#include "runtime/interpreter.h"
 #include "nn/cell.h"
 #include "nn/context.h"
 #include "nn/layers.h"
@@ -27,7 +27,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 Tensor random_input(Shape shape) {
   Tensor t(DType::kFloat32, std::move(shape));
-  backend::RandomStream("trace_errors_test.x").fill_normal(t, 0.0, 1.0);
+  random::RandomStream("trace_errors_test.x").fill_normal(t, 0.0, 1.0);
   return t;
 }
 

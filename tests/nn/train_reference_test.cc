@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/train.h"
@@ -139,7 +139,7 @@ std::uint64_t fnv1a(std::uint64_t h, const void* data, std::size_t n) {
 // steps on fixed data (batch 256, so that the kernels' parallel loops have several chunks);
 // FNV-1a of every loss and final weight's bytes. Restores seed 0, non-deterministic.
 std::uint64_t train_checksum() {
-  backend::seed_all(7, /*deterministic=*/true);
+  random::seed_all(7, /*deterministic=*/true);
   constexpr std::int64_t kBatch = 256;
   std::vector<double> xv(kBatch * 8), lv(kBatch);
   for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.37 * static_cast<double>(i));
@@ -158,7 +158,7 @@ std::uint64_t train_checksum() {
       h = fnv1a(h, p->value.raw_data(), p->value.nbytes());
     }
   }
-  backend::seed_all(0, false);
+  random::seed_all(0, false);
   return h;
 }
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/ir/error.h"
-#include "core/runtime/executable.h"
+#include "runtime/executable.h"
 #include "nn/layers.h"
 
 namespace loom::nn {

@@ -16,7 +16,7 @@
 
 #include "backends/eager.h"
 #include "backends/kernel.h"
-#include "backends/philox.h"
+#include "core/random/philox.h"
 #include "backends/thread_pool.h"
 #include "core/ir/error.h"
 #include "ops/op.h"
@@ -286,39 +286,39 @@ TEST(Activation, SoftmaxOfEmptyTensors) {
 // ---- Philox and Dropout -------------------------------------------------------------------
 
 TEST(Activation, PhiloxMatchesRandom123KnownAnswers) {
-  using backend::philox::Block;
-  EXPECT_EQ(backend::philox::block({0, 0, 0, 0}, {0, 0}),
+  using random::philox::Block;
+  EXPECT_EQ(random::philox::block({0, 0, 0, 0}, {0, 0}),
             (Block{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
-  EXPECT_EQ(backend::philox::block({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+  EXPECT_EQ(random::philox::block({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
                                    {0xffffffff, 0xffffffff}),
             (Block{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
-  EXPECT_EQ(backend::philox::block({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+  EXPECT_EQ(random::philox::block({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
                                    {0xa4093822, 0x299f31d0}),
             (Block{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
   // The stream layout: seed is the key (low word first), index and stream fill the counter.
-  EXPECT_EQ(backend::philox::stream_block(0x299f31d0a4093822ull, 0x0370734413198a2eull,
+  EXPECT_EQ(random::philox::stream_block(0x299f31d0a4093822ull, 0x0370734413198a2eull,
                                           0x85a308d3243f6a88ull),
             (Block{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
   // The batched form gives the same blocks, including across a carry into the counter's
   // second word.
   for (std::uint64_t first : {std::uint64_t{0}, std::uint64_t{0xfffffff8}, ~std::uint64_t{20}}) {
-    std::uint32_t words[4][backend::philox::kBatch];
-    backend::philox::stream_batch(-5, 1234567, first, words);
-    for (int j = 0; j < backend::philox::kBatch; ++j) {
-      const Block b = backend::philox::stream_block(-5, 1234567, first + j);
+    std::uint32_t words[4][random::philox::kBatch];
+    random::philox::stream_batch(-5, 1234567, first, words);
+    for (int j = 0; j < random::philox::kBatch; ++j) {
+      const Block b = random::philox::stream_block(-5, 1234567, first + j);
       for (int w = 0; w < 4; ++w) ASSERT_EQ(words[w][j], b[w]) << first << " " << j << " " << w;
     }
   }
-  EXPECT_EQ(backend::philox::uniform01(0), 0.0f);
-  EXPECT_EQ(backend::philox::uniform01(0xffffffff), 1.0f - 0x1p-24f);
-  EXPECT_EQ(backend::philox::uniform01(0x80000000), 0.5f);
+  EXPECT_EQ(random::philox::uniform01(0), 0.0f);
+  EXPECT_EQ(random::philox::uniform01(0xffffffff), 1.0f - 0x1p-24f);
+  EXPECT_EQ(random::philox::uniform01(0x80000000), 0.5f);
   // The integer bound agrees with comparing uniform01 with the probability.
   for (double p : {1e-9, 0.1, 0.5, static_cast<double>(0.3f), 0.75, 1.0 - 1e-12, 1.0}) {
-    const std::uint32_t bound = backend::philox::uniform01_bound(p);
+    const std::uint32_t bound = random::philox::uniform01_bound(p);
     for (std::uint32_t w : {0u, 0xffu, 0x100u, 0x7fffffffu, 0x80000000u, 0xbfffff00u,
                             0xc0000000u, 0xffffffffu,
                             static_cast<std::uint32_t>(std::min(p * 0x1p32, 0x1p32 - 1))}) {
-      EXPECT_EQ((w >> 8) < bound, backend::philox::uniform01(w) < p) << p << " " << w;
+      EXPECT_EQ((w >> 8) < bound, random::philox::uniform01(w) < p) << p << " " << w;
     }
   }
 }

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "backends/cpu/conv_dnnl.h"
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "backends/thread_pool.h"
 #include "tests/ops/conv_test_util.h"
 #include "tests/ops/test_util.h"
@@ -118,7 +118,7 @@ TEST(ConvDnnl, MatchesFloat64Im2colAndIsTheOpsPath) {
 // Deterministic mode keeps loom's kernels: bitwise LOOM_CONV=loom's result on any pool size.
 TEST(ConvDnnl, DeterministicModeUsesLoomsKernels) {
   backend::ThreadPool one(1), three(3);
-  backend::seed_all(0, /*deterministic=*/true);
+  random::seed_all(0, /*deterministic=*/true);
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
     for (const ConvCall& call : conv_calls(c)) {
@@ -129,7 +129,7 @@ TEST(ConvDnnl, DeterministicModeUsesLoomsKernels) {
       EXPECT_TRUE(got.bitwise_equal(run_kernel(three, call.op, call.args, call.attrs)));
     }
   }
-  backend::seed_all(0, /*deterministic=*/false);
+  random::seed_all(0, /*deterministic=*/false);
 }
 
 // Shapes oneDNN is not given: a cropped input (negative padding) is declined without touching

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "backends/eager.h"
-#include "core/autodiff/graph_emitter.h"
+#include "core/trace/graph_emitter.h"
 #include "core/ir/anf.h"
-#include "core/runtime/interpreter.h"
+#include "runtime/interpreter.h"
 #include "optim/update.h"
 
 namespace loom::optim {
@@ -30,7 +30,7 @@ void expect_traced_equals_eager(Rule rule) {
   for (const char* name : {"param", "s1", "s2", "grad"}) {
     in.emplace_back(g->add_parameter(name, ir::Abstract::tensor(DType::kFloat64, {3})));
   }
-  autodiff::GraphEmitter ge(g);
+  trace::GraphEmitter ge(g);
   std::vector<Var> traced = rule(ge, in);
   g->set_output(ge.node_of(ge.make_tuple(traced)));
   const Value out = runtime::interpret(*g, args);

@@ -32,10 +32,10 @@
 #include <thread>
 
 #include "backends/eager.h"
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "ops/op.h"
 #include "core/ir/anf.h"
-#include "core/runtime/executable.h"
+#include "runtime/executable.h"
 #include "models/lenet/lenet.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
@@ -96,7 +96,7 @@ Tensor rows_of(const Tensor& t, std::int64_t start, std::int64_t offset, std::in
 }
 
 std::shared_ptr<nn::Cell> make_net(bool lenet) {
-  backend::seed_all(1, backend::deterministic_mode());
+  random::seed_all(1, random::deterministic_mode());
   if (lenet) return std::make_shared<models::LeNet5>();
   auto net = std::make_shared<nn::SequentialCell>();
   net->append(std::make_shared<nn::Dense>(20, 64));
@@ -191,7 +191,7 @@ int mode_match(int argc, char** argv) {
   if (argc > 6 && std::string(argv[6]) == "pynative") g_mode = nn::ExecMode::kPyNative;
   auto& comm = parallel::world();
   check(batch % comm.size() == 0, "global batch must divide by the number of ranks");
-  backend::seed_all(1, det);
+  random::seed_all(1, det);
   const Data d = make_data(lenet, batch * steps);
   // Small buckets, so that the test exercises several of them.
   parallel::ReducerOptions ro{.bucket_bytes = lenet ? 64u << 10 : 4u << 10, .deterministic = det};
@@ -275,7 +275,7 @@ int mode_resume() {
 int mode_shard() {
   auto& comm = parallel::world();
   const int n = comm.size();
-  backend::seed_all(7);
+  random::seed_all(7);
   std::vector<std::int64_t> idx(240);
   for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int64_t>(i);
   auto ds = data::TensorSlicesDataset({"i"}, {Tensor::from_vector<std::int64_t>({240}, idx)})->shuffle();
@@ -306,7 +306,7 @@ int mode_model() {
     auto model = std::make_unique<nn::Model>(
         net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true),
         nn::OptimizerSpec{.kind = nn::OptimizerKind::kMomentum, .learning_rate = 0.05});
-    backend::seed_all(3);
+    random::seed_all(3);
     auto ds = data::TensorSlicesDataset({"data", "label"}, {d.x, d.y})->shuffle();
     if (parallel_run) {
       parallel::setup_data_parallel(*model, comm);

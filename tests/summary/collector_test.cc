@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "core/ir/error.h"
 #include "nn/cell.h"
 #include "nn/layers.h"
@@ -132,7 +132,7 @@ TEST(SummaryCollector, SpecifiedDataOnlyAndFailureStatus) {
   ASSERT_EQ(s.hparams.size(), 3u);
   EXPECT_EQ(s.hparams[2].session_end_info().status(), hparams::STATUS_FAILURE);
   EXPECT_EQ(s.hparams[1].session_start_info().hparams().at("seed").number_value(),
-            static_cast<double>(backend::global_seed()));
+            static_cast<double>(random::global_seed()));
   fs::remove_all(dir);
 }
 

@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/random.h"
+#include "core/random/random.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/train_state.h"
 #include "core/ir/tensor.h"
@@ -87,7 +87,7 @@ Flags flags(int argc, char** argv, int first_flag, bool save_flags) {
 }
 
 int save_lenet(const std::string& out, std::uint64_t seed) {
-  backend::seed_all(seed);
+  random::seed_all(seed);
   models::LeNet5 net;
   std::cout << checkpoint::save_checkpoint(net, out) << "\n";
   return 0;
@@ -156,7 +156,7 @@ int dump(const std::string& path, const checkpoint::LoadOptions& o) {
 }
 
 int train_lenet(const std::string& dir, std::uint64_t seed) {
-  backend::seed_all(seed);
+  random::seed_all(seed);
   auto net = std::make_shared<models::LeNet5>();
   constexpr std::int64_t kRows = 16, kBatch = 4;
   Tensor x(DType::kFloat32, {kRows, 1, 32, 32});

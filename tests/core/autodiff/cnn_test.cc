@@ -4,7 +4,7 @@
 
 #include "core/autodiff/grad.h"
 #include "core/ir/anf.h"
-#include "core/runtime/interpreter.h"
+#include "runtime/interpreter.h"
 #include "ops/op.h"
 #include "tests/core/autodiff/test_util.h"
 #include "tests/ops/reference.h"

@@ -8,7 +8,7 @@
 #include "core/ir/anf.h"
 #include "core/ir/control_flow.h"
 #include "core/ir/verify.h"
-#include "core/runtime/interpreter.h"
+#include "runtime/interpreter.h"
 #include "ops/op.h"
 #include "tests/core/autodiff/test_util.h"
 

@@ -12,7 +12,7 @@
 #include "core/ir/printer.h"
 #include "core/ir/verify.h"
 #include "core/passes/pass.h"
-#include "core/runtime/interpreter.h"
+#include "runtime/interpreter.h"
 #include "tests/core/autodiff/test_util.h"
 
 namespace loom::autodiff {

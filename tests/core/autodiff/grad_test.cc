@@ -8,7 +8,7 @@
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "core/ir/verify.h"
-#include "core/runtime/interpreter.h"
+#include "runtime/interpreter.h"
 #include "tests/core/autodiff/test_util.h"
 
 namespace loom::autodiff {

@@ -13,7 +13,7 @@
 #include "core/ir/parser.h"
 #include "core/ir/value.h"
 #include "core/passes/pass.h"
-#include "core/runtime/interpreter.h"
+#include "runtime/interpreter.h"
 
 namespace loom::passes {
 namespace {

@@ -1,7 +1,7 @@
 // The compiled runtime: compile() flattens an inferred graph into launches over buffers, rewrites
 // buffer ids for in-place elementwise ops and donations, and plans the intermediates' memory;
 // run() walks the launches.
-#include "core/runtime/executable.h"
+#include "runtime/executable.h"
 
 #include <algorithm>
 #include <chrono>
@@ -14,7 +14,7 @@
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "core/passes/infer.h"
-#include "core/runtime/interpreter.h"
+#include "runtime/interpreter.h"
 #include "ops/op.h"
 
 namespace loom::runtime {

@@ -17,8 +17,8 @@
 #include "core/ir/control_flow.h"
 #include "core/ir/error.h"
 #include "core/passes/pass.h"
-#include "core/runtime/executable.h"
-#include "core/runtime/interpreter.h"
+#include "runtime/executable.h"
+#include "runtime/interpreter.h"
 #include "ops/op.h"
 #include "tests/core/autodiff/test_util.h"
 

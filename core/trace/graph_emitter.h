@@ -17,7 +17,7 @@ class FuncGraph;
 class Node;
 }  // namespace loom::ir
 
-namespace loom::autodiff {
+namespace loom::trace {
 
 class GraphEmitter final : public ops::Emitter {
  public:
@@ -36,4 +36,4 @@ class GraphEmitter final : public ops::Emitter {
   ir::FuncGraph* target_;
 };
 
-}  // namespace loom::autodiff
+}  // namespace loom::trace

@@ -1,14 +1,14 @@
-#include "backends/random.h"
+#include "core/random/random.h"
 
 #include <atomic>
 #include <cmath>
 #include <numbers>
 #include <string>
 
-#include "backends/philox.h"
+#include "core/random/philox.h"
 #include "core/ir/error.h"
 
-namespace loom::backend {
+namespace loom::random {
 
 namespace {
 
@@ -181,4 +181,4 @@ void RandomStream::fill_truncated_normal(Tensor& t, double mean, double std, dou
   store(t, truncated_normal(t.numel(), a, b), std, mean);
 }
 
-}  // namespace loom::backend
+}  // namespace loom::random

@@ -1,11 +1,11 @@
 // GraphEmitter: bprop rules' op calls become inferred CNodes of the backward graph.
-#include "core/autodiff/graph_emitter.h"
+#include "core/trace/graph_emitter.h"
 
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "ops/op.h"
 
-namespace loom::autodiff {
+namespace loom::trace {
 
 ir::Node* GraphEmitter::node_of(const ops::Var& v) {
   if (v.is_node()) {
@@ -48,4 +48,4 @@ ir::AbstractPtr GraphEmitter::abstract_of(const ops::Var& v) {
   return nullptr;
 }
 
-}  // namespace loom::autodiff
+}  // namespace loom::trace

@@ -16,7 +16,7 @@
 #include <cmath>
 #include <cstdint>
 
-namespace loom::backend::philox {
+namespace loom::random::philox {
 
 using Block = std::array<std::uint32_t, 4>;  // a counter, or the four words drawn for it
 using Key = std::array<std::uint32_t, 2>;
@@ -104,4 +104,4 @@ inline std::uint32_t uniform01_bound(double p) {
   return static_cast<std::uint32_t>(std::ceil(p * 0x1p24));
 }
 
-}  // namespace loom::backend::philox
+}  // namespace loom::random::philox

@@ -6,7 +6,7 @@
 #include "core/ir/control_flow.h"
 #include "core/ir/error.h"
 #include "core/ir/verify.h"
-#include "core/runtime/interpreter.h"
+#include "runtime/interpreter.h"
 #include "ops/op.h"
 
 namespace loom::runtime {

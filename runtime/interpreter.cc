@@ -2,7 +2,7 @@
 // into a local value table; If and While call their graph arguments; every other primitive goes
 // to backend::run_op (structural ops included). Graph calls recurse on the C++ stack, bounded by
 // max_call_depth.
-#include "core/runtime/interpreter.h"
+#include "runtime/interpreter.h"
 
 #include <unordered_map>
 

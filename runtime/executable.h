@@ -1,5 +1,5 @@
 // The compiled runtime: a first-order, inferred FuncGraph turned once into a flat list of kernel
-// launches over numbered buffers, with a static memory plan (core/runtime/memory_plan.h).
+// launches over numbered buffers, with a static memory plan (runtime/memory_plan.h).
 //
 //   std::unique_ptr<Executable> exe = compile(*module.entry());
 //   Value y = exe->run({Value::tensor(x)});          // equals runtime::interpret, bitwise
@@ -47,7 +47,7 @@
 
 #include "backends/backend.h"
 #include "core/ir/value.h"
-#include "core/runtime/memory_plan.h"
+#include "runtime/memory_plan.h"
 
 namespace loom::ir {
 class FuncGraph;
@@ -173,7 +173,7 @@ class Executable {
 // (elementwise arithmetic, Select, MatMul, BiasAdd, the optimizer updates, the fused ops...): the
 // runtime then skips zero-filling their fresh outputs (a launch with an empty input still gets
 // them zeroed). Other kernels (those accumulating into their output, such as col2im or a
-// pooling gradient) keep the zero-fill. tests/core/runtime checks every listed op against a
+// pooling gradient) keep the zero-fill. tests/runtime checks every listed op against a
 // NaN-filled output.
 bool writes_every_output_element(std::string_view op);
 

@@ -1,5 +1,5 @@
 // Static memory planning: lifetimes in launch order, offsets in one arena.
-#include "core/runtime/memory_plan.h"
+#include "runtime/memory_plan.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,7 +1,7 @@
 // seed_all and the random streams every host-side draw uses (initializers now; data shuffling and
 // augmentation later). Design: docs/design.md, "Determinism".
 //
-// A RandomStream is Philox-4x32-10 (backends/philox.h) keyed by the global seed in force when the
+// A RandomStream is Philox-4x32-10 (core/random/philox.h) keyed by the global seed in force when the
 // stream was made, with the stream's stable id in the upper half of the counter and a 64-bit word
 // position in the lower half. Word w of a stream is philox::stream_block(seed, id, w / 4)[w % 4].
 // Each draw consumes a fixed number of words per element (uniform: 1, normal: 2, truncated
@@ -29,7 +29,7 @@
 
 #include "core/ir/tensor.h"
 
-namespace loom::backend {
+namespace loom::random {
 
 // Sets the global seed (read by RandomStreams made afterwards) and deterministic mode. The
 // initial state is seed 0, deterministic off. Thread-safe (atomics).
@@ -82,4 +82,4 @@ class RandomStream {
   std::uint64_t position_;
 };
 
-}  // namespace loom::backend
+}  // namespace loom::random
