@@ -1,16 +1,19 @@
-// A backend: where buffers live and how kernels for them are found. The CPU backend is the host;
-// the CUDA backend (a later issue) implements the same interface with device memory, so the
-// scheduler plans and runs a step without knowing which one it talks to.
+// A backend: one device's memory, copies, execution context and kernels. The runtime plans and
+// runs a step through this interface without knowing which device it talks to; the CPU backend
+// (backends/cpu/) is always there, others (CUDA) register themselves when they are built.
 //
-//   Backend& b = cpu_backend();
-//   void* buf = b.allocate(1024);
-//   b.copy_from_host(buf, host_data, 1024);
-//   Kernel k = b.find_kernel("ReLU", DType::kFloat32);
-//   b.free(buf);
+//   Backend& b = get_backend(Device::kCPU);
+//   std::shared_ptr<Storage> s = b.allocate(1024);      // freed when the last user lets go
+//   b.copy_from_host(s->data(), host_data, 1024);
+//   const KernelDef* k = b.kernels().find("ReLU", DType::kFloat32);
 #pragma once
 
 #include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "backends/kernel.h"
 
@@ -23,23 +26,80 @@ class Backend {
   virtual Device device() const = 0;
   std::string_view name() const { return device_name(device()); }
 
-  // A buffer of at least `bytes` bytes, aligned to 64 bytes; throws std::bad_alloc (or the
-  // device's out-of-memory error) when none can be had. free(nullptr) does nothing.
-  virtual void* allocate(std::size_t bytes) = 0;
-  virtual void free(void* buffer) = 0;
+  // At least `bytes` bytes on this device, aligned to 64 bytes, released when the storage goes;
+  // throws std::bad_alloc (or the device's out-of-memory error) when none can be had. The
+  // contents are unspecified.
+  virtual std::shared_ptr<Storage> allocate(std::size_t bytes) = 0;
 
-  // Copies between host memory and this backend's buffers, and within the backend.
+  // Copies between host memory and this backend's memory, and within the backend; fills with
+  // zero bytes. Ordered with the kernels launched on context() (a GPU backend queues them).
   virtual void copy_from_host(void* dst, const void* host_src, std::size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, std::size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void fill_zero(void* dst, std::size_t bytes) = 0;
 
-  // The kernel for (op, dtype) on this backend; null when there is none.
-  Kernel find_kernel(std::string_view op, DType dtype) const {
-    return KernelRegistry::global().find(op, dtype, device());
+  // What this backend's kernels receive (CPU: the thread pool).
+  virtual ExecutionContext& context() = 0;
+  // Waits until everything queued on context() is done (nothing to wait for on the CPU).
+  virtual void synchronize() {}
+
+  // This backend's kernels. Rooms that bring kernels of their own (parallel/ adds the
+  // communication kernels at init) add them through kernels_mutable() before compiling.
+  const KernelRegistry& kernels() const { return kernels_; }
+  KernelRegistry& kernels_mutable() { return kernels_; }
+  const KernelDef* find_kernel(std::string_view op, DType dtype) const {
+    return kernels_.find(op, dtype);
   }
+
+  // One line for `loom info` (the device, its memory, library versions).
+  virtual std::string describe() const = 0;
+
+ protected:
+  KernelRegistry kernels_;
 };
 
-// The host backend (64-byte aligned allocations, memcpy copies).
+// The host backend: 64-byte aligned allocations, memcpy copies, the global thread pool.
 Backend& cpu_backend();
+
+// The backend of `device` when this build and machine have it, else null.
+Backend* find_backend(Device device);
+// The backend of `device`; ValueError ("CUDA: this build of loom has no CUDA backend", or the
+// backend's own reason) when there is none.
+Backend& get_backend(Device device);
+// Makes `backend` findable (a backend library calls it once, when first used). Replaces an
+// earlier registration of the same device.
+void register_backend(Backend& backend);
+
+// A new tensor on `backend`'s device (contents unspecified).
+Tensor empty(Backend& backend, DType dtype, const Shape& shape);
+// `t` on `backend`'s device: t itself when it is already there, else a copy.
+Tensor to_device(const Tensor& t, Backend& backend);
+// `t` in host memory: t itself for a host tensor, else a copy made by its device's backend.
+Tensor to_host(const Tensor& t);
+// A copy of `t` in new memory of its own device.
+Tensor clone_on_device(const Tensor& t);
+
+// A kernel prepared once for fixed input and output types (prepare run, workspace allocated on
+// the backend's device), then run any number of times: eager execution, benchmarks, tests.
+// `exec` replaces the backend's context (a test's CPU context with a pool of its own).
+class PreparedKernel {
+ public:
+  PreparedKernel(const KernelDef& def, const ir::Primitive& prim,
+                 std::vector<TensorType> inputs, std::vector<TensorType> outputs,
+                 Backend& backend, ExecutionContext* exec = nullptr);
+  // The tensors must have the types given at construction.
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const;
+
+ private:
+  const KernelDef* def_;
+  const ir::Primitive* prim_;
+  ExecutionContext* exec_;
+  Prepared prepared_;
+  std::shared_ptr<Storage> workspace_;
+};
+
+// Prepares and runs one kernel once (PreparedKernel).
+void run_kernel(const KernelDef& def, const ir::Primitive& prim, std::span<const Tensor> inputs,
+                std::span<Tensor> outputs, Backend& backend, ExecutionContext* exec = nullptr);
 
 }  // namespace loom::backend

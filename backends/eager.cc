@@ -1,7 +1,7 @@
 // Eager execution of single ops on concrete values, and the eager Emitter built on it.
 #include "backends/eager.h"
 
-#include "backends/thread_pool.h"
+#include "backends/backend.h"
 #include "core/ir/abstract.h"
 #include "core/ir/error.h"
 #include "ops/op.h"
@@ -21,16 +21,22 @@ void flatten_tensors(const ir::Value& v, std::vector<Tensor>& out, std::string_v
   }
 }
 
-// Allocates a tensor per tensor leaf of `a`, appending to `leaves`.
-void allocate(const ir::Abstract& a, std::vector<Tensor>& leaves, std::string_view op) {
+// Allocates a zero-filled tensor on `b` per tensor leaf of `a`, appending to `leaves`.
+void allocate(const ir::Abstract& a, Backend& b, std::vector<Tensor>& leaves,
+              std::string_view op) {
   if (a.is_tensor()) {
     if (!a.shape_known()) {
       throw InternalError(std::string(op) + ": expected a known output shape, got " +
                           a.to_string());
     }
-    leaves.emplace_back(a.dtype(), a.shape());
+    if (b.device() == Device::kCPU) {
+      leaves.emplace_back(a.dtype(), a.shape());  // zero-filled host storage
+    } else {
+      leaves.push_back(empty(b, a.dtype(), a.shape()));
+      b.fill_zero(leaves.back().raw_data(), leaves.back().nbytes());
+    }
   } else if (a.is_tuple()) {
-    for (const auto& e : a.elements()) allocate(*e, leaves, op);
+    for (const auto& e : a.elements()) allocate(*e, b, leaves, op);
   } else {
     throw InternalError(std::string(op) + ": expected tensor outputs, got " + a.to_string());
   }
@@ -72,18 +78,26 @@ ir::Value run_op(const ir::Primitive& given, std::span<const ir::Value> args) {
 
   std::vector<Tensor> inputs;
   for (const ir::Value& v : args) flatten_tensors(v, inputs, name);
+  // The op runs where its tensors are (all on one device).
+  const Device device = inputs.empty() ? Device::kCPU : inputs[0].device();
+  for (const Tensor& t : inputs) {
+    if (t.device() != device) {
+      throw ValueError(name + ": expected every tensor on " + std::string(device_name(device)) +
+                       ", got one on " + std::string(device_name(t.device())));
+    }
+  }
+  Backend& backend = get_backend(device);
   std::vector<Tensor> outputs;
-  allocate(*out_abstract, outputs, name);
+  allocate(*out_abstract, backend, outputs, name);
   const auto from = static_cast<std::size_t>(def.kernel_dtype_from);
   const DType key = def.kernel_dtype_from >= 0 && from < inputs.size() ? inputs[from].dtype()
                                                                       : outputs.at(0).dtype();
-  Kernel kernel = KernelRegistry::global().find(name, key, Device::kCPU);
+  const KernelDef* kernel = backend.find_kernel(name, key);
   if (!kernel) {
-    throw TypeError(name + ": expected a CPU kernel for " + std::string(dtype_name(key)) +
-                    ", got none");
+    throw TypeError(name + ": expected a " + std::string(backend.name()) + " kernel for " +
+                    std::string(dtype_name(key)) + ", got none");
   }
-  KernelContext ctx{prim, inputs, outputs, ThreadPool::global()};
-  kernel(ctx);
+  run_kernel(*kernel, prim, inputs, outputs, backend);
   std::size_t next = 0;
   return rebuild(*out_abstract, outputs, next);
 }

@@ -16,9 +16,11 @@
 
 namespace loom::backend {
 
-// Infers the result from the arguments' values, allocates it, finds the kernel for
-// (op, the dtype named by OpDef::kernel_dtype_from, CPU) and runs it. Throws the inference errors, or
-// TypeError("<Op>: expected a CPU kernel for <dtype>, got none") when no kernel exists.
+// Infers the result from the arguments' values, allocates it (zero-filled) on the device the
+// tensor arguments live on (all on one; the CPU for an op without tensor arguments), finds that
+// backend's kernel for (op, the dtype named by OpDef::kernel_dtype_from) and runs it. Throws the
+// inference errors, ValueError for arguments on two devices, or TypeError("<Op>: expected a CPU
+// kernel for <dtype>, got none") when no kernel exists.
 ir::Value run_op(const ir::Primitive& prim, std::span<const ir::Value> args);
 ir::Value run_op(std::string_view op, const std::vector<ir::Value>& args,
                  ir::Primitive::Attrs attrs = {});

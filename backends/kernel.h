@@ -1,80 +1,136 @@
-// Kernels and the kernel registry, keyed by (op, dtype, device).
+// Kernels, what they declare about themselves, and a backend's kernel registry keyed by
+// (op, dtype).
 //
 // A kernel computes an op's outputs from its inputs. The caller has already run inference and
 // allocated every output with its final shape and dtype (so the scheduler can plan memory once);
 // the kernel only fills them. Tuple-valued inputs and outputs are passed flattened, in order.
+// A kernel may also have a prepare step, run once per graph node when the graph is compiled (and
+// once per eager call): it reads the attributes and the static shapes, chooses an algorithm,
+// returns that plan as the launch state and the bytes of scratch memory a launch needs. The
+// runtime's memory plan places that workspace like any other buffer, live for the launch only,
+// so nothing allocates inside a step.
 //
 //   void relu_f32(const KernelContext& k) {
 //     const float* x = k.in(0).data<float>();
 //     float* y = k.out(0).data<float>();
-//     k.pool.parallel_for(k.in(0).numel(), 4096, [&](int64_t b, int64_t e) { ... });
+//     cpu::pool(k).parallel_for(k.in(0).numel(), 4096, [&](int64_t b, int64_t e) { ... });
 //   }
-//   registry.add("ReLU", DType::kFloat32, Device::kCPU, relu_f32);
+//   registry.add("ReLU", DType::kFloat32, relu_f32).writes_every_output_element();
+//
+// The facts a registration declares are what the runtime and the fusion kernels rely on; the
+// registry test (tests/ops/registry_test.cc) checks each one against the kernel.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "core/ir/device.h"
 #include "core/ir/tensor.h"
 #include "core/ir/value.h"
 
 namespace loom::backend {
 
-class ThreadPool;
+// Where kernels run, as a backend defines it: the CPU's is its thread pool (backends/cpu/
+// cpu_context.h); a GPU backend's holds its stream and library handles.
+class ExecutionContext {
+ public:
+  virtual ~ExecutionContext() = default;
+  virtual Device device() const = 0;
+};
 
-enum class Device { kCPU, kCUDA };
-std::string_view device_name(Device device);
+// A tensor's static type as prepare() sees it.
+struct TensorType {
+  DType dtype;
+  Shape shape;
+};
+
+struct PrepareContext {
+  const ir::Primitive& prim;           // attributes complete (defaults filled in)
+  std::span<const TensorType> inputs;   // flattened, as the launch will get them
+  std::span<const TensorType> outputs;
+  ExecutionContext& exec;
+
+  const ir::Value& attr(std::string_view name) const { return prim.attr(name); }
+};
+
+// What prepare() hands to every launch of its node.
+struct Prepared {
+  std::shared_ptr<const void> state;  // read by the kernel as KernelContext::state<T>()
+  std::size_t workspace_bytes = 0;    // scratch memory of one launch (64-byte aligned)
+};
 
 struct KernelContext {
   const ir::Primitive& prim;      // attributes complete (defaults filled in)
   std::span<const Tensor> inputs;
   std::span<Tensor> outputs;      // allocated by the caller, shapes from inference
-  ThreadPool& pool;
+  ExecutionContext& exec;
+  const void* prepared = nullptr;  // Prepared::state of this node (null without prepare())
+  void* workspace = nullptr;       // Prepared::workspace_bytes of scratch on the kernel's device
+  std::size_t workspace_bytes = 0;
 
   const Tensor& in(std::size_t i) const { return inputs[i]; }
   Tensor& out(std::size_t i) const { return outputs[i]; }
   const ir::Value& attr(std::string_view name) const { return prim.attr(name); }
+  // The state prepare() made (a kernel registered with a prepare step only).
+  template <class State>
+  const State& state() const { return *static_cast<const State*>(prepared); }
 };
 
 using Kernel = void (*)(const KernelContext&);
+using PrepareFn = Prepared (*)(const PrepareContext&);
+// The elementwise arithmetic of an op over n contiguous elements of one dtype: out[i] =
+// f(in[0][i], in[1][i], ...). FusedElementwise composes these; the op's own kernel uses the same
+// function, so fused and unfused results agree.
+using BlockFn = void (*)(const void* const* inputs, void* out, std::int64_t n);
+
+// One kernel and the facts it declares.
+struct KernelDef {
+  std::string op;
+  DType dtype;           // the dtype of the op's OpDef::kernel_dtype_from input (or output)
+  Kernel run = nullptr;
+  PrepareFn prepare = nullptr;
+  // Writes every element of every output whatever the inputs: the runtime then hands it its
+  // fresh outputs as they are instead of zero-filling them (tested against NaN-filled outputs).
+  bool writes_every_output = false;
+  // (input, output) pairs where output j may be the same buffer as input i: the kernel reads
+  // element k of the input before it writes element k of the output. Single-output elementwise
+  // kernels declare elementwise_in_place instead (any same-shape input).
+  std::vector<std::pair<std::size_t, std::size_t>> in_place;
+  bool elementwise_in_place = false;
+  BlockFn block = nullptr;  // elementwise ops that FusedElementwise may contain
+
+  // Chained setters for registrations.
+  KernelDef& with_prepare(PrepareFn f) { prepare = f; return *this; }
+  KernelDef& writes_every_output_element() { writes_every_output = true; return *this; }
+  KernelDef& may_overwrite(std::size_t input, std::size_t output) {
+    in_place.emplace_back(input, output);
+    return *this;
+  }
+  KernelDef& elementwise(BlockFn f = nullptr) {
+    elementwise_in_place = true;
+    block = f;
+    return *this;
+  }
+};
 
 class KernelRegistry {
  public:
-  // Every built-in kernel (filled on first use).
-  static const KernelRegistry& global();
-  // The same registry, for a room that registers kernels at run time (parallel::init adds the
-  // communication kernels, so that backends/ does not depend on MPI). Add before compiling.
-  static KernelRegistry& global_mutable();
-
-  // The dtype key is the dtype of the op's input OpDef::kernel_dtype_from (usually the first),
-  // or of its first output (-1, or an op without inputs). Throws InternalError on a duplicate.
-  void add(std::string_view op, DType dtype, Device device, Kernel kernel);
-  Kernel find(std::string_view op, DType dtype, Device device) const;  // null when absent
-  // The dtypes that have a kernel for (op, device).
-  std::vector<DType> dtypes(std::string_view op, Device device) const;
+  // Throws InternalError on a duplicate (op, dtype). The reference stays valid (entries are
+  // never moved) for chaining the setters above.
+  KernelDef& add(std::string_view op, DType dtype, Kernel kernel);
+  const KernelDef* find(std::string_view op, DType dtype) const;  // null when absent
+  // The dtypes that have a kernel for op.
+  std::vector<DType> dtypes(std::string_view op) const;
+  std::vector<const KernelDef*> all() const;
 
  private:
-  struct Entry {
-    std::string op;
-    DType dtype;
-    Device device;
-    Kernel kernel;
-  };
-  std::vector<Entry> entries_;
+  std::vector<std::unique_ptr<KernelDef>> entries_;
 };
-
-// The CPU kernel families, one file each under backends/cpu/ (called by global()).
-void register_cpu_math_kernels(KernelRegistry& r);
-void register_cpu_activation_kernels(KernelRegistry& r);
-void register_cpu_matmul_kernels(KernelRegistry& r);
-void register_cpu_conv_kernels(KernelRegistry& r);
-void register_cpu_pool_kernels(KernelRegistry& r);
-void register_cpu_norm_loss_kernels(KernelRegistry& r);
-void register_cpu_array_kernels(KernelRegistry& r);
-void register_cpu_reduce_kernels(KernelRegistry& r);
-void register_cpu_optimizer_kernels(KernelRegistry& r);
-void register_cpu_fused_kernels(KernelRegistry& r);
 
 }  // namespace loom::backend

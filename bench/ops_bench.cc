@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "backends/kernel.h"
 #include "backends/thread_pool.h"
 #include "core/ir/abstract.h"
@@ -43,12 +44,16 @@ void run_kernel(benchmark::State& state, const std::string& op, loom::ir::Primit
   for (const Tensor& t : inputs) abstracts.push_back(loom::ir::Abstract::of_value(Value::tensor(t)));
   auto out = loom::ops::infer(*prim, abstracts);
   std::vector<Tensor> outputs{Tensor(out->dtype(), out->shape())};
-  auto kernel = loom::backend::KernelRegistry::global().find(op, DType::kFloat32,
-                                                             loom::backend::Device::kCPU);
-  loom::backend::KernelContext ctx{*prim, inputs, outputs, loom::backend::ThreadPool::global()};
+  const loom::backend::KernelDef* def =
+      loom::backend::cpu_backend().find_kernel(op, DType::kFloat32);
+  std::vector<loom::backend::TensorType> in_types, out_types;
+  for (const Tensor& t : inputs) in_types.push_back({t.dtype(), t.shape()});
+  for (const Tensor& t : outputs) out_types.push_back({t.dtype(), t.shape()});
+  const loom::backend::PreparedKernel kernel(*def, *prim, in_types, out_types,
+                                             loom::backend::cpu_backend());
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    kernel(ctx);
+    kernel.run(inputs, outputs);
     benchmark::DoNotOptimize(outputs[0].raw_data());
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -157,12 +162,16 @@ void run_pool(benchmark::State& state, const std::string& op, const PoolShape& p
   std::vector<Tensor> outputs{Tensor(DType::kFloat32, op == "MaxPool" || op == "AvgPool"
                                                           ? pooled
                                                           : Shape{p.n, p.c, p.h, p.w})};
-  auto kernel = loom::backend::KernelRegistry::global().find(op, DType::kFloat32,
-                                                             loom::backend::Device::kCPU);
-  loom::backend::KernelContext ctx{*prim, inputs, outputs, loom::backend::ThreadPool::global()};
+  const loom::backend::KernelDef* def =
+      loom::backend::cpu_backend().find_kernel(op, DType::kFloat32);
+  std::vector<loom::backend::TensorType> in_types, out_types;
+  for (const Tensor& t : inputs) in_types.push_back({t.dtype(), t.shape()});
+  for (const Tensor& t : outputs) out_types.push_back({t.dtype(), t.shape()});
+  const loom::backend::PreparedKernel kernel(*def, *prim, in_types, out_types,
+                                             loom::backend::cpu_backend());
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    kernel(ctx);
+    kernel.run(inputs, outputs);
     benchmark::DoNotOptimize(outputs[0].raw_data());
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

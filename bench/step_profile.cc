@@ -21,6 +21,7 @@
 #include "core/random/random.h"
 #include "core/ir/error.h"
 #include "runtime/executable.h"
+#include "runtime/observer.h"
 #include "models/resnet/resnet.h"
 #include "models/zoo.h"
 #include "nn/context.h"
@@ -95,21 +96,28 @@ int main(int argc, char** argv) {
                 rss_now().c_str());
     step.step(x, y);
     std::printf("after the second step: %s\n", rss_now().c_str());
-    auto* exe = const_cast<runtime::Executable*>(step.last_executable());
     struct Acc { std::int64_t n = 0, ns = 0; };
-    std::map<std::string, Acc> acc;
-    std::int64_t total_ns = 0;
-    exe->set_hook([&](const runtime::LaunchInfo& l) {
-      Acc& a = acc[std::string(l.op)];
-      ++a.n;
-      a.ns += l.elapsed_ns;
-      total_ns += l.elapsed_ns;
-    });
+    // Per-op launch times, from an observer on the step (runtime/observer.h).
+    struct Times : runtime::Observer {
+      std::map<std::string, Acc> acc;
+      std::int64_t total_ns = 0;
+      void after_launch(const runtime::LaunchEvent& e) override {
+        if (e.depth > 0) return;  // nested plans are inside their If / While
+        Acc& a = acc[std::string(e.op)];
+        ++a.n;
+        a.ns += e.elapsed_ns;
+        total_ns += e.elapsed_ns;
+      }
+    };
+    auto times = std::make_shared<Times>();
+    step.add_observer(times);
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) step.step(x, y);
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    exe->set_hook(nullptr);
+    step.remove_observer(times.get());
+    std::map<std::string, Acc>& acc = times->acc;
+    const std::int64_t total_ns = times->total_ns;
     std::vector<std::pair<std::string, Acc>> v(acc.begin(), acc.end());
     std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.second.ns > b.second.ns; });
     std::printf("%-28s %8s %10s %10s %6s\n", "op", "n/step", "us/step", "us/launch", "%");
@@ -130,6 +138,7 @@ int main(int argc, char** argv) {
     }
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
+    const runtime::Executable* exe = step.last_executable();
     std::printf("launches %zu  kernels %.1f us/step  wall %.1f us/step  (%.0f images/s)\n",
                 exe->launches().size(), total_ns / 1e3 / steps, wall * 1e6 / steps,
                 batch * steps / wall);

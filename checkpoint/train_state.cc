@@ -42,13 +42,10 @@ Checkpoint training_state(const nn::RunContext& rc) {
   }
   Checkpoint ck;
   for (auto& [name, p] : rc.network->parameters_and_names()) ck.tensors.emplace_back(name, p->value);
+  // The optimizer's entries as MindSpore names them: global_step, the learning rate(s), its
+  // scalars, its states.
   const nn::TrainOneStepCell& step = *rc.train_network;
-  for (const auto& [name, t] : step.states()) ck.tensors.emplace_back(name, t);
-  ck.tensors.emplace_back("learning_rate",
-                          Tensor::scalar(DType::kFloat32, step.optimizer().learning_rate));
-  Tensor global_step(DType::kInt32, {1});
-  global_step.data<std::int32_t>()[0] = static_cast<std::int32_t>(step.num_steps());
-  ck.tensors.emplace_back("global_step", global_step);
+  for (auto& entry : step.optimizer().checkpoint_entries()) ck.tensors.push_back(std::move(entry));
   ck.tensors.emplace_back("epoch_num", i64(rc.cur_epoch_num));
   ck.tensors.emplace_back("step_num", i64(rc.cur_step_num));
   // The next batch: the rest of this epoch, or the start of the next one.
@@ -56,6 +53,7 @@ Checkpoint training_state(const nn::RunContext& rc) {
   ck.tensors.emplace_back("loom.seed", i64(static_cast<std::int64_t>(random::global_seed())));
   ck.tensors.emplace_back("loom.data_epoch", i64(epoch_done ? rc.cur_epoch_num : rc.cur_epoch_num - 1));
   ck.tensors.emplace_back("loom.data_index", i64(epoch_done ? 0 : rc.step_in_epoch));
+  ck.strings.emplace_back("loom.optimizer", step.optimizer().name());
   return ck;
 }
 
@@ -91,13 +89,14 @@ ResumePoint restore_training_state(nn::Model& model, const Checkpoint& ck) {
                           ? " (and " + std::to_string(param_not_load.size() - 1) + " more)"
                           : std::string()));
   }
-  // Optimizer states: every tensor named like one.
-  for (const auto& [name, t] : ck.tensors) {
-    if (name.rfind("moments.", 0) == 0 || name.rfind("moment1.", 0) == 0 ||
-        name.rfind("moment2.", 0) == 0) {
-      step.set_state(name, t);
+  // The optimizer: the same kind as the run's (its states by name), then its states and step.
+  for (const auto& [tag, value] : ck.strings) {
+    if (tag == "loom.optimizer" && value != step.optimizer().name()) {
+      throw ValueError("restore_training_state: the checkpoint was written by a run with " +
+                       value + ", this run trains with " + step.optimizer().name());
     }
   }
+  step.optimizer().load_entries(ck.tensors);
   step.set_num_steps(r.global_step);
   return r;
 }

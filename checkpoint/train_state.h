@@ -12,14 +12,17 @@
 // A training checkpoint holds, in this order:
 //   - every parameter of the network (parameters_and_names: weights, BatchNorm's moving
 //     statistics, Dropout's keys) under its own name, as MindSpore writes them;
-//   - the optimizer states ("moments.<name>", "moment1.<name>", "moment2.<name>");
-//   - MindSpore's optimizer extras: "learning_rate" (Float32, 0-d: the rate of the last step) and
-//     "global_step" (Int32, (1)), the number of steps done;
+//   - the optimizer's entries as MindSpore 2.10 names them (optim/optimizer.h): "global_step"
+//     (Int32, (1): the steps done), "learning_rate" (and "learning_rate_group_<i>"), its scalars
+//     ("momentum", "beta1_power"...), its states ("moments.<name>", "moment1.<name>",
+//     "adam_m.<name>"...), so MindSpore's load_param_into_net restores a MindSpore optimizer
+//     from it and the reverse;
 //   - MindSpore's append_info: "epoch_num" and "step_num" (Int64, 0-d: the 1-based epoch and the
 //     global step count at the save);
 //   - loom's resume position: "loom.seed" (the global seed: the data order and every random draw
 //     depend on it), "loom.data_epoch" and "loom.data_index" (the data::Position of the next
-//     batch). MindSpore's load_param_into_net reports these extras as not loaded and ignores them.
+//     batch), and the string "loom.optimizer" (the optimizer's name). MindSpore's
+//     load_param_into_net reports these extras as not loaded and ignores them.
 // Restoring it and training on with the same seed, network and pipeline gives bitwise the same
 // weights as a run never interrupted (the RNG state is the seed plus the positions: pipeline
 // draws are addressed by (epoch, row), Dropout keys are parameters).
@@ -48,10 +51,10 @@ struct ResumePoint {
 };
 
 // Loads a training checkpoint into the model: parameters (strict: every network parameter must
-// be present with its dtype and shape), optimizer states, the step count. ValueError when a
-// parameter or state is missing, when it was saved with another seed than random::global_seed()
-// (the data order would differ). The learning rate is not restored: a schedule computes it from
-// the step.
+// be present with its dtype and shape), optimizer states, the step count (and Adam's beta
+// powers). ValueError when a parameter or state is missing, when it was saved by another
+// optimizer, or with another seed than random::global_seed() (the data order would differ). The
+// learning rate is not restored: the run's own (a schedule computes it from the step).
 ResumePoint restore_training_state(nn::Model& model, const Checkpoint& ck);
 
 struct CheckpointConfig {

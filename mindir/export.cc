@@ -14,6 +14,7 @@
 #include "core/ir/error.h"
 #include "core/passes/infer.h"
 #include "core/passes/pass.h"
+#include "core/passes/pipeline.h"
 #include "mindir/mindir.h"
 #include "nn/cell.h"
 
@@ -85,8 +86,15 @@ void export_mindir(nn::Cell& net, const std::vector<ir::AbstractPtr>& example_in
     return backend::run_op(p, args);
   });
   try {
-    passes::PassManager::parse("inline,repeat(simplify,dce),fold_constants,dce")
-        .run(*traced.module);
+    passes::PassManagerOptions pm_options;
+    pm_options.dump_input = false;  // "traced" below is the pipeline's input
+    passes::PassManager pm =
+        passes::PassManager::parse(passes::pipeline(passes::Purpose::kExport), pm_options);
+    if (!options.save_graphs_dir.empty()) {
+      pm.set_save_graphs_dir(options.save_graphs_dir + "/export");
+      pm.dump(*traced.module, "traced");
+    }
+    pm.run(*traced.module);
   } catch (...) {
     passes::set_constant_evaluator(previous);
     throw;

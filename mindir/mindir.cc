@@ -16,7 +16,7 @@
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "core/passes/infer.h"
-#include "runtime/executable.h"
+#include "runtime/compiled_function.h"
 #include "mindir/proto/mind_ir.pb.h"
 #include "ops/op.h"
 
@@ -1089,7 +1089,7 @@ ir::Value GraphCell::run_value(const std::vector<Tensor>& inputs) {
     }
     args.push_back(Value::tensor(inputs[i]));
   }
-  if (!fn_) fn_ = std::make_unique<runtime::CompiledFunction>(graph_);
+  if (!fn_) fn_ = runtime::CompiledFunction::of_graph(graph_);
   return (*fn_)(std::move(args));
 }
 

@@ -62,11 +62,14 @@ struct ExportOptions {
   bool monads = true;
   // Files larger than this are refused (protobuf cannot serialize a message over 2 GB).
   std::uint64_t max_bytes = 2147483647ull;
+  // Dumps the traced graph and every stage of the export pipeline as DIR/export/NN_<stage>.ir
+  // and .dot ("" = none).
+  std::string save_graphs_dir;
 };
 
 // Traces `net` in inference mode (set_train(false) for the trace; the previous mode is put back)
-// on the example inputs' abstracts, runs the inference pipeline (inline, simplify, dce,
-// fold_constants with the CPU kernels) and writes the MindIR file atomically (a temporary file in
+// on the example inputs' abstracts, runs the export pipeline (core/passes/pipeline.h: inline,
+// simplify, dce, fold_constants with the CPU kernels; no fusion) and writes the MindIR file atomically (a temporary file in
 // the same directory, then rename). Throws ValueError when the model would exceed
 // options.max_bytes ("... bytes, over protobuf's 2 GB message limit"), FormatError when the file
 // cannot be written, and ValueError naming the op for an op with no MindIR encoding (control

@@ -1,6 +1,7 @@
-// Cells and tracing. Each thread keeps a stack of emitters (the top is current_emitter()), a
-// stack of Cell scope names (joined into DebugInfo::scope and error paths) and, while tracing,
-// the tracer mapping nn::Parameters to graph weights. PyNative mode is simply the empty stack.
+// Cells: construct bodies run through the current emitter — eagerly when nothing is pushed
+// (PyNative), into a graph while a core/trace Tracer is (graph mode). This file decides what the
+// trace room is told: each Cell call is a scope, user code's call sites are the nodes' sites,
+// Parameters are the tracer's weights and Cell::assign its assignments.
 #include "nn/cell.h"
 
 #include <algorithm>
@@ -10,13 +11,13 @@
 #include <unordered_map>
 
 #include "backends/eager.h"
-#include "core/trace/graph_emitter.h"
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "core/ir/verify.h"
 #include "core/passes/infer.h"
-#include "runtime/executable.h"
+#include "core/trace/tracer.h"
 #include "nn/context.h"
+#include "runtime/compiled_function.h"
 #include "nn/initializer.h"
 #include "ops/op.h"
 
@@ -24,69 +25,6 @@ namespace loom::nn {
 namespace {
 
 using ir::Value;
-
-// Appends CNodes to the traced graph with the current Cell path as their scope. Inference errors
-// carry no context here: the Cell that is running appends its path.
-class TraceEmitter final : public ops::Emitter {
- public:
-  explicit TraceEmitter(ir::FuncGraph* graph) : nodes_(graph) {}
-
-  ops::Var emit(std::string_view op, const std::vector<ops::Var>& args,
-                ir::Primitive::Attrs attrs) override;
-  ops::Var constant(ir::Value value) override { return nodes_.constant(std::move(value)); }
-  ir::AbstractPtr abstract_of(const ops::Var& v) override { return nodes_.abstract_of(v); }
-
-  ir::FuncGraph* graph() const { return nodes_.target(); }
-  ir::Node* node_of(const ops::Var& v) { return nodes_.node_of(v); }
-  std::unordered_map<Parameter*, ir::Parameter*> weights;
-  std::vector<Parameter*> weight_order;
-  std::vector<std::pair<Parameter*, ops::Var>> assigned;  // in order of the first assign
-
-  // p's graph weight, made on first use.
-  ir::Parameter* weight(Parameter& p) {
-    auto it = weights.find(&p);
-    if (it == weights.end()) {
-      ir::Parameter* w = graph()->add_parameter(
-          p.name, ir::Abstract::tensor(p.value.dtype(), p.value.shape()));
-      w->set_default(p.value);
-      it = weights.emplace(&p, w).first;
-      weight_order.push_back(&p);
-    }
-    return it->second;
-  }
-
- private:
-  trace::GraphEmitter nodes_;  // node_of: Values become constants of the graph
-};
-
-// A user call site: file relative to the project root (see cell.h), line; file "" for none.
-struct Site {
-  std::string file;
-  int line = 0;
-};
-
-struct ThreadState {
-  std::vector<ops::Emitter*> emitters;
-  std::vector<std::string> scopes;
-  TraceEmitter* tracer = nullptr;
-  bool error_has_path = false;  // the innermost Cell already appended its path
-  Site cell_site;               // the current user call site (set by Cell::operator())
-  const Site* op_site = nullptr;  // a free function's own user call site, while it emits
-};
-
-ThreadState& state() {
-  thread_local ThreadState s;
-  return s;
-}
-
-std::string join_scopes(const std::vector<std::string>& scopes) {
-  std::string s;
-  for (const std::string& part : scopes) {
-    if (!s.empty()) s += '/';
-    s += part;
-  }
-  return s;
-}
 
 // The project's source root as the compiler spells it, derived from this file's own path
 // ("/src/loom/nn/cell.cc" -> "/src/loom/"; "" when the compiler gives relative paths).
@@ -104,81 +42,43 @@ const std::string& project_root() {
 }
 
 // Relative to the project root when under it; nullopt for the nn library's own files.
-std::optional<Site> user_site(const std::source_location& loc) {
+std::optional<trace::Site> user_site(const std::source_location& loc) {
   std::string file = loc.file_name();
   const std::string& root = project_root();
   if (!root.empty() && file.rfind(root, 0) == 0) file = file.substr(root.size());
   if (file.rfind("nn/", 0) == 0) return std::nullopt;
-  return Site{std::move(file), static_cast<int>(loc.line())};
+  return trace::Site{std::move(file), static_cast<int>(loc.line())};
 }
 
 // Makes a free function's user call site (if it is one) the site of the nodes it emits.
 class OpSiteScope {
  public:
-  explicit OpSiteScope(const std::source_location& loc) : saved_(state().op_site) {
-    site_ = user_site(loc);
-    if (site_) state().op_site = &*site_;
-  }
-  ~OpSiteScope() { state().op_site = saved_; }
-  OpSiteScope(const OpSiteScope&) = delete;
-  OpSiteScope& operator=(const OpSiteScope&) = delete;
+  explicit OpSiteScope(const std::source_location& loc)
+      : site_(user_site(loc)), guard_(site_ ? &*site_ : nullptr) {}
 
  private:
-  std::optional<Site> site_;
-  const Site* saved_;
+  std::optional<trace::Site> site_;
+  trace::OpSiteGuard guard_;
 };
 
-ops::Var TraceEmitter::emit(std::string_view op, const std::vector<ops::Var>& args,
-                            ir::Primitive::Attrs attrs) {
-  ir::PrimitivePtr prim = ops::make_op(op, std::move(attrs));
-  std::vector<ir::Node*> inputs;
-  std::vector<ir::AbstractPtr> abstracts;
-  bool known = true;
-  for (const ops::Var& a : args) {
-    ir::Node* n = nodes_.node_of(a);
-    inputs.push_back(n);
-    abstracts.push_back(n->abstract());
-    known = known && n->abstract() != nullptr;
-  }
-  // Infer before adding the node, so that a failing op leaves no half-built node behind.
-  ir::AbstractPtr out = known ? ops::infer(*prim, abstracts) : nullptr;
-  std::vector<std::string> scope = state().scopes;
-  scope.emplace_back(op);
-  const Site& site = state().op_site ? *state().op_site : state().cell_site;
-  ir::CNode* c = graph()->add_call(
-      prim, inputs,
-      ir::DebugInfo{.scope = join_scopes(scope), .file = site.file, .line = site.line});
-  c->set_abstract(std::move(out));
-  return ops::Var(static_cast<ir::Node*>(c));
+// The tracer of the trace now running on this thread, when it is also the current emitter (an
+// emitter pushed inside a trace sees plain values, like PyNative).
+trace::Tracer* active_tracer() {
+  trace::Tracer* t = trace::current_tracer();
+  return t != nullptr && trace::current() == t ? t : nullptr;
 }
-
-class StateGuard {
- public:
-  explicit StateGuard(TraceEmitter* tracer) : saved_(state().tracer) {
-    state().emitters.push_back(tracer);
-    state().tracer = tracer;
-  }
-  ~StateGuard() {
-    state().emitters.pop_back();
-    state().tracer = saved_;
-  }
-
- private:
-  TraceEmitter* saved_;
-};
 
 }  // namespace
 
 ops::Emitter& current_emitter() {
   static backend::EagerEmitter eager;
-  ThreadState& s = state();
-  return s.emitters.empty() ? static_cast<ops::Emitter&>(eager) : *s.emitters.back();
+  ops::Emitter* e = trace::current();
+  return e ? *e : static_cast<ops::Emitter&>(eager);
 }
 
-EmitterScope::EmitterScope(ops::Emitter& emitter) { state().emitters.push_back(&emitter); }
-EmitterScope::~EmitterScope() { state().emitters.pop_back(); }
+EmitterScope::EmitterScope(ops::Emitter& emitter) : scope_(emitter) {}
 
-std::string current_cell_path() { return join_scopes(state().scopes); }
+std::string current_cell_path() { return trace::current_scope(); }
 
 // ---------------------------------------------------------------------------------------------
 // Ops for construct bodies
@@ -250,36 +150,28 @@ ops::Var flatten(const ops::Var& x, SourceLocation loc) {
 // Cell
 
 ops::Var Cell::operator()(std::vector<ops::Var> inputs, SourceLocation loc) {
-  ThreadState& s = state();
-  if (context_mode() == ExecMode::kGraph && s.scopes.empty() && s.emitters.empty() &&
+  if (context_mode() == ExecMode::kGraph && trace::scope_depth() == 0 &&
+      trace::current() == nullptr &&
       std::all_of(inputs.begin(), inputs.end(), [](const ops::Var& v) {
         return v.is_value() && v.value().is_tensor();
       })) {
     return call_compiled(inputs, loc);
   }
-  if (s.scopes.empty()) s.error_has_path = false;
-  s.scopes.push_back(s.scopes.empty() || registered_name_.empty() ? cls_name_ : registered_name_);
+  if (trace::scope_depth() == 0) trace::error_has_path() = false;
   // This call's site becomes the current user call site (when it is user code), and the op site
   // of an enclosing free function no longer applies inside.
-  struct Pop {
-    Site saved_site;
-    const Site* saved_op;
-    ~Pop() {
-      state().scopes.pop_back();
-      state().cell_site = std::move(saved_site);
-      state().op_site = saved_op;
-    }
-  } pop{s.cell_site, s.op_site};
-  if (std::optional<Site> site = user_site(loc)) s.cell_site = std::move(*site);
-  s.op_site = nullptr;
+  const std::optional<trace::Site> site = user_site(loc);
+  trace::ScopeGuard scope(
+      trace::scope_depth() == 0 || registered_name_.empty() ? cls_name_ : registered_name_,
+      site ? &*site : nullptr);
   try {
     ops::Var out = construct(inputs);
-    s.error_has_path = false;  // an error a construct caught and recovered from is forgotten
+    trace::error_has_path() = false;  // an error a construct caught and recovered from is forgotten
     return out;
   } catch (const Error& e) {
-    if (s.error_has_path) throw;
-    s.error_has_path = true;
-    rethrow_with_context(e, " (in " + join_scopes(s.scopes) + ")");
+    if (trace::error_has_path()) throw;
+    trace::error_has_path() = true;
+    rethrow_with_context(e, " (in " + trace::current_scope() + ")");
   }
 }
 
@@ -350,22 +242,19 @@ void Cell::set_train(bool mode) {
 }
 
 ops::Var Cell::param(Parameter& p) {
-  TraceEmitter* tracer = state().tracer;
-  // An emitter pushed inside a trace (EmitterScope) sees plain values, like PyNative.
-  if (tracer == nullptr || &current_emitter() != tracer) {
+  trace::Tracer* tracer = active_tracer();
+  if (tracer == nullptr) {
     // A non-trainable Parameter may be assigned in place later in this call: a snapshot keeps
     // the value read here, as in graph mode. Trainable ones are shared (no copy).
     return ops::Var(Value::tensor(p.requires_grad ? p.value : p.value.clone()));
   }
-  for (const auto& [q, v] : tracer->assigned) {
-    if (q == &p) return v;
-  }
-  return ops::Var(static_cast<ir::Node*>(tracer->weight(p)));
+  if (const ops::Var* v = tracer->assigned(&p)) return *v;
+  return ops::Var(static_cast<ir::Node*>(tracer->weight(&p, p.name, p.value)));
 }
 
 void Cell::assign(Parameter& p, const ops::Var& value) {
-  TraceEmitter* tracer = state().tracer;
-  const bool tracing = tracer != nullptr && &current_emitter() == tracer;
+  trace::Tracer* tracer = active_tracer();
+  const bool tracing = tracer != nullptr;
   auto mismatch = [&](const std::string& got) {
     return ValueError("Cell.assign: expected a value of " +
                       std::string(dtype_name(p.value.dtype())) + " " +
@@ -389,24 +278,12 @@ void Cell::assign(Parameter& p, const ops::Var& value) {
     throw mismatch(std::string(dtype_name(a->dtype())) + " " +
                    (a->has_rank() ? shape_to_string(a->shape()) : std::string("(unknown rank)")));
   }
-  tracer->weight(p);  // the graph reads the old value through its weight
-  for (auto& [q, v] : tracer->assigned) {
-    if (q == &p) {
-      v = value;
-      return;
-    }
-  }
-  tracer->assigned.emplace_back(&p, value);
+  tracer->weight(&p, p.name, p.value);  // the graph reads the old value through its weight
+  tracer->assign(&p, value);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Graph-mode root calls
-
-struct Cell::CompiledCall {
-  std::unique_ptr<ir::Module> module;
-  std::vector<Parameter*> weights, updates;
-  std::unique_ptr<runtime::Executable> exe;
-};
 
 namespace {
 
@@ -425,52 +302,76 @@ std::optional<std::size_t> tensor_leaves(const ir::AbstractPtr& a) {
   return n;
 }
 
+// What a graph-mode root call needs of its program: the weights it passes, and whether the
+// output carries state updates after construct's output.
+struct CellProgram {
+  std::vector<Parameter*> weights;
+  bool has_updates = false;
+};
+
 }  // namespace
 
+runtime::CompiledFunction& Cell::compiled_function() {
+  if (!compiled_) {
+    compiled_ = std::make_unique<runtime::CompiledFunction>(
+        [this](const std::vector<ir::AbstractPtr>& signature,
+               const runtime::CompiledFunction::Dump& dump) {
+          Traced t = trace(*this, signature, cls_name_, root_call_site_);
+          dump(*t.module, "traced");
+          // The assigned Parameters' new values are donated to their weights: updated in place.
+          std::vector<std::pair<std::size_t, std::size_t>> donate;
+          if (!t.updates.empty()) {
+            if (std::optional<std::size_t> leaves =
+                    tensor_leaves(t.graph->output()->abstract()->elements()[0])) {
+              for (std::size_t i = 0; i < t.updates.size(); ++i) {
+                const auto w = std::find(t.weights.begin(), t.weights.end(), t.updates[i]);
+                donate.emplace_back(*leaves + i, signature.size() + static_cast<std::size_t>(
+                                                                         w - t.weights.begin()));
+              }
+            }
+          }
+          auto info = std::make_shared<CellProgram>();
+          info->weights = t.weights;
+          info->has_updates = !t.updates.empty();
+          runtime::Program p;
+          p.graph = t.graph;
+          p.module = std::move(t.module);
+          p.donate = std::move(donate);
+          p.info = std::move(info);
+          return p;
+        },
+        runtime::FunctionOptions{.name = cls_name_,
+                                 .purpose = passes::Purpose::kEval,
+                                 .backend = &context_backend()});
+  }
+  return *compiled_;
+}
+
 ops::Var Cell::call_compiled(const std::vector<ops::Var>& inputs, SourceLocation loc) {
-  std::string key;
-  std::vector<ir::AbstractPtr> abstracts;
+  std::vector<ir::AbstractPtr> signature;
   for (const ops::Var& v : inputs) {
     const Tensor& t = v.value().as_tensor();
-    key += std::string(dtype_name(t.dtype())) + shape_to_string(t.shape()) + ";";
-    abstracts.push_back(ir::Abstract::tensor(t.dtype(), t.shape()));
+    signature.push_back(ir::Abstract::tensor(t.dtype(), t.shape()));
   }
-  key += training_ ? "train" : "eval";
-  auto it = compiled_.find(key);
-  if (it == compiled_.end()) {
-    auto c = std::make_shared<CompiledCall>();
-    Traced t = trace(*this, abstracts, cls_name_, loc);
-    std::vector<std::pair<std::size_t, std::size_t>> donate;
-    if (!t.updates.empty()) {
-      if (std::optional<std::size_t> leaves =
-              tensor_leaves(t.graph->output()->abstract()->elements()[0])) {
-        for (std::size_t i = 0; i < t.updates.size(); ++i) {
-          const auto w = std::find(t.weights.begin(), t.weights.end(), t.updates[i]);
-          donate.emplace_back(*leaves + i,
-                              inputs.size() + static_cast<std::size_t>(w - t.weights.begin()));
-        }
-      }
-    }
-    c->exe = runtime::compile(*t.graph, backend::cpu_backend(), {.donate = std::move(donate)});
-    c->weights = std::move(t.weights);
-    c->updates = std::move(t.updates);
-    c->module = std::move(t.module);
-    ++num_compilations_;
-    it = compiled_.emplace(key, std::move(c)).first;
-  }
-  CompiledCall& c = *it->second;
+  root_call_site_ = loc;
+  runtime::CompiledFunction& fn = compiled_function();
+  const std::size_t before = fn.num_compilations();
+  runtime::CompiledFunction::Entry& e = fn.entry(signature, training_ ? "train" : "eval");
+  num_compilations_ += fn.num_compilations() - before;
+  const CellProgram& program = e.program.info_as<CellProgram>();
   std::vector<Value> args;
   for (const ops::Var& v : inputs) args.push_back(v.value());
-  for (Parameter* p : c.weights) args.push_back(Value::tensor(p->value));
-  Value out = c.exe->run(std::move(args));
-  if (c.updates.empty()) return ops::Var(std::move(out));
-  const auto& el = out.elements();
-  for (std::size_t i = 0; i < c.updates.size(); ++i) {
-    const Tensor& v = el[1 + i].as_tensor();
-    Tensor& dst = c.updates[i]->value;
-    if (v.raw_data() != dst.raw_data()) std::memcpy(dst.raw_data(), v.raw_data(), dst.nbytes());
-  }
-  return ops::Var(el[0]);
+  for (Parameter* p : program.weights) args.push_back(Value::tensor(p->value));
+  Value out = fn.run(e, std::move(args));  // updates land in the Parameters (donation)
+  return ops::Var(program.has_updates ? out.elements()[0] : out);
+}
+
+void Cell::add_observer(std::shared_ptr<runtime::Observer> observer) {
+  compiled_function().add_observer(std::move(observer));
+}
+
+void Cell::remove_observer(const runtime::Observer* observer) {
+  compiled_function().remove_observer(observer);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -487,20 +388,20 @@ Traced trace(Cell& cell, const std::vector<ir::AbstractPtr>& inputs, std::string
   t.module = std::make_unique<ir::Module>();
   t.graph = t.module->add_graph(std::move(name));
   t.module->set_entry(t.graph);
-  TraceEmitter tracer(t.graph);
+  trace::Tracer tracer(t.graph);
   std::vector<ops::Var> args;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     args.emplace_back(t.graph->add_parameter("x" + std::to_string(i), inputs[i]));
   }
   ops::Var out;
   {
-    StateGuard guard(&tracer);
+    trace::TracerScope active(tracer);
     out = cell(std::move(args), loc);
-    if (!tracer.assigned.empty()) {
+    if (!tracer.assignments().empty()) {
       std::vector<ops::Var> elements{out};
-      for (const auto& [p, v] : tracer.assigned) {
+      for (const auto& [p, v] : tracer.assignments()) {
         elements.push_back(v);
-        t.updates.push_back(p);
+        t.updates.push_back(static_cast<Parameter*>(const_cast<void*>(p)));
       }
       out = tracer.make_tuple(elements);
     }
@@ -508,7 +409,9 @@ Traced trace(Cell& cell, const std::vector<ir::AbstractPtr>& inputs, std::string
   t.graph->set_output(tracer.node_of(out));
   passes::infer_graph(t.graph);
   ir::verify(*t.module);
-  t.weights = std::move(tracer.weight_order);
+  for (const void* p : tracer.weight_order()) {
+    t.weights.push_back(static_cast<Parameter*>(const_cast<void*>(p)));
+  }
   return t;
 }
 

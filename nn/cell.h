@@ -54,8 +54,8 @@
 // above. In ExecMode::kGraph (the default) a call of a ROOT Cell — no Cell is running on this
 // thread and no emitter is pushed (so not while tracing) — whose inputs all hold concrete tensors
 // is a compiled call: the first call per (input dtypes and shapes, training()) traces construct
-// (trace() below), compiles the graph with runtime::compile on the CPU backend and caches the
-// Executable in the Cell; every call then runs it with the current Parameter values as the
+// (trace() below), compiles the graph (runtime::CompiledFunction: the eval pipeline, on the
+// context's device) and caches it in the Cell; every call then runs it with the current Parameter values as the
 // weight arguments and writes the assigned state back into the Parameters (donated: updated in
 // place when the runtime can, else copied; the same storage either way). num_compilations()
 // counts the compilations. Other calls (inner Cells, symbolic inputs, non-tensor inputs) run
@@ -89,12 +89,18 @@
 
 #include "core/ir/abstract.h"
 #include "core/ir/tensor.h"
+#include "core/trace/tracer.h"
 #include "ops/emitter.h"
 
 namespace loom::ir {
 class FuncGraph;
 class Module;
 }  // namespace loom::ir
+
+namespace loom::runtime {
+class CompiledFunction;
+class Observer;
+}  // namespace loom::runtime
 
 namespace loom::nn {
 
@@ -108,9 +114,11 @@ ops::Emitter& current_emitter();
 class EmitterScope {
  public:
   explicit EmitterScope(ops::Emitter& emitter);
-  ~EmitterScope();
   EmitterScope(const EmitterScope&) = delete;
   EmitterScope& operator=(const EmitterScope&) = delete;
+
+ private:
+  trace::EmitterScope scope_;
 };
 
 // The path of the Cells now running on this thread, joined by '/' as in DebugInfo::scope
@@ -211,8 +219,15 @@ class Cell {
   // training flag; see "Execution mode" above).
   std::size_t num_compilations() const { return num_compilations_; }
 
+  // Observers of this Cell's graph-mode root calls (runtime/observer.h): called around every
+  // kernel launch of the compiled graph.
+  void add_observer(std::shared_ptr<runtime::Observer> observer);
+  void remove_observer(const runtime::Observer* observer);
+  // The compiled function of graph-mode root calls (made on first use): its pipeline, dumps
+  // (set_save_graphs_dir) and observers.
+  runtime::CompiledFunction& compiled_function();
+
  private:
-  struct CompiledCall;
   ops::Var call_compiled(const std::vector<ops::Var>& inputs, SourceLocation loc);
   void add_child(std::string name, std::shared_ptr<Cell> cell);
   void prefix_names(const std::string& prefix);
@@ -223,7 +238,8 @@ class Cell {
   std::vector<std::pair<std::string, std::shared_ptr<Cell>>> children_;
   bool training_ = false;
   bool auto_prefix_ = true;
-  std::map<std::string, std::shared_ptr<CompiledCall>> compiled_;  // graph-mode root calls
+  std::shared_ptr<runtime::CompiledFunction> compiled_;  // graph-mode root calls
+  SourceLocation root_call_site_;  // the call being compiled: the traced root's call site
   std::size_t num_compilations_ = 0;
 };
 

@@ -6,7 +6,17 @@
 // signature reuse the compiled graph. TrainOneStepCell builds and compiles one step graph.
 // kPyNative: construct runs op by op on tensors (backends/eager.h) — the debugging mode; results
 // equal graph mode's.
+//
+// The device (MindSpore's set_context(device_target=...)): where Cells' graphs compile and run
+// and where their parameters are expected; "CPU" by default. Setting a device this build or
+// machine has no backend for is a ValueError naming it.
 #pragma once
+
+#include "core/ir/device.h"
+
+namespace loom::backend {
+class Backend;
+}  // namespace loom::backend
 
 namespace loom::nn {
 
@@ -14,6 +24,13 @@ enum class ExecMode { kGraph, kPyNative };
 
 void set_context_mode(ExecMode mode);
 ExecMode context_mode();
+
+void set_context_device(Device device);
+Device context_device();
+// The backend of context_device().
+backend::Backend& context_backend();
+// "CPU" / "GPU" (also "CUDA") as MindSpore's device_target names them; ValueError otherwise.
+Device device_from_target(const char* target);
 
 // Sets the mode for the lifetime of the scope, restoring the previous one.
 class ModeScope {

@@ -80,6 +80,16 @@ double Accuracy::eval() const {
   return static_cast<double>(correct_) / static_cast<double>(total_);
 }
 
+std::vector<double> Accuracy::sums() const {
+  return {static_cast<double>(correct_), static_cast<double>(total_)};
+}
+
+void Accuracy::set_sums(const std::vector<double>& sums) {
+  if (sums.size() != 2) throw InternalError("Accuracy.set_sums: expected 2 values");
+  correct_ = static_cast<std::int64_t>(sums[0]);
+  total_ = static_cast<std::int64_t>(sums[1]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Loss
 
@@ -110,6 +120,14 @@ double Loss::eval() const {
                      "no samples can not be calculated)");
   }
   return sum_ / static_cast<double>(samples_);
+}
+
+std::vector<double> Loss::sums() const { return {sum_, static_cast<double>(samples_)}; }
+
+void Loss::set_sums(const std::vector<double>& sums) {
+  if (sums.size() != 2) throw InternalError("Loss.set_sums: expected 2 values");
+  sum_ = sums[0];
+  samples_ = static_cast<std::int64_t>(sums[1]);
 }
 
 }  // namespace loom::nn

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/ir/tensor.h"
 
@@ -22,6 +23,11 @@ class Metric {
   virtual void update(const MetricInputs& in) = 0;
   // ValueError when nothing was accumulated (as MindSpore raises RuntimeError).
   virtual double eval() const = 0;
+  // The accumulated state as numbers that add up across data-parallel ranks (Accuracy: correct
+  // and total; Loss: the loss sum and the samples), and setting it back: Model sums them over
+  // the ranks before eval(), so every rank reports the metric of the whole dataset.
+  virtual std::vector<double> sums() const = 0;
+  virtual void set_sums(const std::vector<double>& sums) = 0;
 };
 
 // Fraction of samples whose arg-max logit equals the label (arg-max of a 2-D label).
@@ -30,6 +36,8 @@ class Accuracy : public Metric {
   void clear() override;
   void update(const MetricInputs& in) override;
   double eval() const override;
+  std::vector<double> sums() const override;
+  void set_sums(const std::vector<double>& sums) override;
   std::int64_t correct() const { return correct_; }
   std::int64_t total() const { return total_; }
 
@@ -45,6 +53,8 @@ class Loss : public Metric {
   void clear() override;
   void update(const MetricInputs& in) override;
   double eval() const override;
+  std::vector<double> sums() const override;
+  void set_sums(const std::vector<double>& sums) override;
 
  private:
   double sum_ = 0;

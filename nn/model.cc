@@ -8,6 +8,7 @@
 
 #include "core/ir/error.h"
 #include "core/ir/value.h"
+#include "runtime/compiled_function.h"
 #include "runtime/executable.h"
 #include "nn/context.h"
 
@@ -77,11 +78,42 @@ class EvalCell : public Cell {
 
 // The eval step: the EvalCell and, in graph mode, its graph compiled once per batch signature.
 struct Model::EvalCache {
-  struct Compiled {
-    Traced traced;  // keeps the module (and so the graph) alive
-    std::unique_ptr<runtime::Executable> exe;
+  // What an eval program needs at run time.
+  struct Info {
+    std::vector<Parameter*> weights;
+    bool has_updates = false;
   };
-  explicit EvalCache(Cell* network, Cell* loss_fn) : cell(network, loss_fn) {}
+
+  EvalCache(Cell* network, Cell* loss_fn, const std::string& save_graphs_dir,
+            const std::string& passes)
+      : cell(network, loss_fn),
+        fn(
+            [this](const std::vector<ir::AbstractPtr>& signature,
+                   const runtime::CompiledFunction::Dump& dump) {
+              Traced t = trace(cell, signature, "eval");
+              dump(*t.module, "traced");
+              auto info = std::make_shared<Info>();
+              info->weights = t.weights;
+              // MakeTuple((loss, logits), new values...): the assigned Parameters' new values
+              // are donated to them (written back in place).
+              std::vector<std::pair<std::size_t, std::size_t>> donate;
+              for (std::size_t i = 0; i < t.updates.size(); ++i) {
+                const auto w = std::find(t.weights.begin(), t.weights.end(), t.updates[i]);
+                donate.emplace_back(2 + i, 2 + static_cast<std::size_t>(w - t.weights.begin()));
+              }
+              info->has_updates = !t.updates.empty();
+              runtime::Program p;
+              p.graph = t.graph;
+              p.module = std::move(t.module);
+              p.donate = std::move(donate);
+              p.info = std::move(info);
+              return p;
+            },
+            runtime::FunctionOptions{.name = "eval",
+                                     .purpose = passes::Purpose::kEval,
+                                     .passes = passes,
+                                     .backend = &context_backend(),
+                                     .save_graphs_dir = save_graphs_dir}) {}
 
   // (loss, logits) of one batch.
   std::pair<Tensor, Tensor> run(const Tensor& data, const Tensor& label) {
@@ -91,59 +123,75 @@ struct Model::EvalCache {
                                        ops::Var(Value::tensor(label))})
                 .value();
     } else {
-      Compiled& c = compiled_for(data, label);
+      runtime::CompiledFunction::Entry& e =
+          fn.entry({Abstract::tensor(data.dtype(), data.shape()),
+                    Abstract::tensor(label.dtype(), label.shape())});
+      const Info& info = e.program.info_as<Info>();
       std::vector<Value> args{Value::tensor(data), Value::tensor(label)};
-      for (Parameter* p : c.traced.weights) args.push_back(Value::tensor(p->value));
-      out = c.exe->run(std::move(args));
-      if (!c.traced.updates.empty()) {
-        // MakeTuple((loss, logits), new values of the assigned Parameters...): write them back
-        // into the Parameters' storage, as a compiled root call does.
-        const std::vector<Value>& el = out.elements();
-        for (std::size_t i = 0; i < c.traced.updates.size(); ++i) {
-          const Tensor& v = el[1 + i].as_tensor();
-          Tensor& dst = c.traced.updates[i]->value;
-          if (v.raw_data() != dst.raw_data()) {
-            std::memcpy(dst.raw_data(), v.raw_data(), dst.nbytes());
-          }
-        }
-        out = el[0];
-      }
+      for (Parameter* p : info.weights) args.push_back(Value::tensor(p->value));
+      out = fn.run(e, std::move(args));
+      if (info.has_updates) out = out.elements()[0];
     }
     return {out.elements()[0].as_tensor(), out.elements()[1].as_tensor()};
   }
 
-  Compiled& compiled_for(const Tensor& data, const Tensor& label) {
-    const std::string key = signature(data) + ";" + signature(label);
-    auto found = graphs.find(key);
-    if (found != graphs.end()) return found->second;
-    Compiled c;
-    c.traced = trace(cell,
-                     {Abstract::tensor(data.dtype(), data.shape()),
-                      Abstract::tensor(label.dtype(), label.shape())},
-                     "eval");
-    c.exe = runtime::compile(*c.traced.graph, backend::cpu_backend());
-    return graphs.emplace(key, std::move(c)).first->second;
-  }
-
   EvalCell cell;
-  std::map<std::string, Compiled> graphs;  // per "data signature;label signature"
+  runtime::CompiledFunction fn;
 };
 
-Model::Model(std::shared_ptr<Cell> network, std::shared_ptr<Cell> loss_fn, OptimizerSpec optimizer,
-             std::map<std::string, std::shared_ptr<Metric>> metrics)
+Model::Model(std::shared_ptr<Cell> network, std::shared_ptr<Cell> loss_fn,
+             std::shared_ptr<optim::Optimizer> optimizer,
+             std::map<std::string, std::shared_ptr<Metric>> metrics, int)
     : network_(std::move(network)),
       loss_fn_(std::move(loss_fn)),
-      optimizer_(optimizer),
+      optimizer_(std::move(optimizer)),
       metrics_(std::move(metrics)) {
   if (!network_) throw ValueError("Model: expected a network, got null");
   if (!loss_fn_) throw ValueError("Model: expected a loss function, got null");
+  if (!optimizer_) throw ValueError("Model: expected an optimizer, got null");
   for (const auto& [name, metric] : metrics_) {
     if (!metric) throw ValueError("Model: expected a metric for '" + name + "', got null");
   }
 }
 
+Model::Model(std::shared_ptr<Cell> network, std::shared_ptr<Cell> loss_fn,
+             const OptimizerSpec& spec, std::map<std::string, std::shared_ptr<Metric>> metrics)
+    : Model(std::move(network), std::move(loss_fn), optim::make_optimizer(spec),
+            std::move(metrics), 0) {}
+
+double Model::reduce_mean(double sum, double count) {
+  if (reducer_) {
+    std::vector<double> v{sum, count};
+    reducer_(v);
+    sum = v[0];
+    count = v[1];
+  }
+  return count > 0 ? sum / count : 0.0;
+}
+
+void Model::fit(std::int64_t epochs, const data::DatasetPtr& train_dataset,
+                const data::DatasetPtr& valid_dataset, const std::vector<Callback*>& callbacks,
+                const TrainOptions& options) {
+  if (!valid_dataset) throw ValueError("Model.fit: expected a validation dataset, got null");
+  if (metrics_.empty()) {
+    throw ValueError("Model.fit: expected at least one metric (pass metrics to the Model), "
+                     "got none");
+  }
+  if (options.valid_frequency < 1) {
+    throw ValueError("Model.fit: expected valid_frequency >= 1, got " +
+                     std::to_string(options.valid_frequency));
+  }
+  train_impl(epochs, train_dataset, valid_dataset, callbacks, options);
+}
+
 void Model::train(std::int64_t epochs, const data::DatasetPtr& dataset,
                   const std::vector<Callback*>& callbacks, const TrainOptions& options) {
+  train_impl(epochs, dataset, nullptr, callbacks, options);
+}
+
+void Model::train_impl(std::int64_t epochs, const data::DatasetPtr& dataset,
+                       const data::DatasetPtr& valid, const std::vector<Callback*>& callbacks,
+                       const TrainOptions& options) {
   const Clock::time_point t_begin = Clock::now();
   if (!dataset) throw ValueError("Model.train: expected a dataset, got null");
   const std::int64_t initial = options.initial_epoch;
@@ -231,6 +279,17 @@ void Model::train(std::int64_t epochs, const data::DatasetPtr& dataset,
       if (rc.stop_requested) break;
     }
     stats_.loop_seconds += seconds_since(t_loop);
+    // The epoch's mean loss over every rank's steps of it.
+    rc.epoch_loss_mean = reduce_mean(loss_sum, static_cast<double>(loss_steps));
+    stats_.epoch_loss_mean = rc.epoch_loss_mean;
+    const bool last = epoch + 1 == epochs || rc.stop_requested;
+    if (valid && ((epoch + 1) % options.valid_frequency == 0 || last)) {
+      const Clock::time_point t_eval = Clock::now();
+      stats_.metrics = eval(valid);
+      stats_.eval_seconds += seconds_since(t_eval);
+      for (const auto& [k, v] : stats_.metrics) rc.metrics[k] = v;
+      step_cell.network().set_train(true);
+    }
     for (Callback* cb : callbacks) cb->on_train_epoch_end(rc);
   }
   it.reset();  // stops the prefetching workers
@@ -243,6 +302,10 @@ TrainOneStepCell& Model::build_train_network() {
   if (!train_) {
     auto with_loss = std::make_shared<WithLossCell>(network_, loss_fn_);
     train_ = std::make_unique<TrainOneStepCell>(std::move(with_loss), optimizer_);
+    runtime::CompiledFunction& fn = train_->compiled_function();
+    if (!passes_.empty()) fn.set_passes(passes_);
+    if (!save_graphs_dir_.empty()) fn.set_save_graphs_dir(save_graphs_dir_);
+    for (const auto& o : observers_) fn.add_observer(o);
   }
   return *train_;
 }
@@ -259,7 +322,8 @@ std::map<std::string, double> Model::eval(const data::DatasetPtr& dataset,
   }
   TrainingFlagsGuard restore(*network_);
   network_->set_train(false);
-  if (!eval_cache_) eval_cache_ = std::make_shared<EvalCache>(network_.get(), loss_fn_.get());
+  runtime::CompiledFunction& fn = eval_function();
+  (void)fn;
 
   for (auto& [name, metric] : metrics_) metric->clear();
   data::Iterator it(dataset, {.num_epochs = 1});
@@ -283,11 +347,52 @@ std::map<std::string, double> Model::eval(const data::DatasetPtr& dataset,
     const MetricInputs in{.loss = loss, .logits = logits, .label = (*row)[1]};
     for (auto& [name, metric] : metrics_) metric->update(in);
   }
+  if (reducer_) {  // every rank's sums added: each rank gets the whole dataset's metrics
+    for (auto& [name, metric] : metrics_) {
+      std::vector<double> sums = metric->sums();
+      reducer_(sums);
+      metric->set_sums(sums);
+    }
+  }
   std::map<std::string, double> results;
   for (const auto& [name, metric] : metrics_) results[name] = metric->eval();
   rc.metrics = results;
   for (Callback* cb : callbacks) cb->on_eval_end(rc);
   return results;
+}
+
+runtime::CompiledFunction& Model::eval_function() {
+  if (!eval_cache_) {
+    eval_cache_ = std::make_shared<EvalCache>(network_.get(), loss_fn_.get(), save_graphs_dir_,
+                                              passes_);
+    for (const auto& o : observers_) eval_cache_->fn.add_observer(o);
+  }
+  return eval_cache_->fn;
+}
+
+void Model::add_observer(std::shared_ptr<runtime::Observer> observer) {
+  if (!observer) throw ValueError("Model.add_observer: expected an observer, got null");
+  observers_.push_back(observer);
+  if (train_) train_->add_observer(observer);
+  if (eval_cache_) eval_cache_->fn.add_observer(observer);
+}
+
+void Model::remove_observer(const runtime::Observer* observer) {
+  std::erase_if(observers_, [&](const auto& o) { return o.get() == observer; });
+  if (train_) train_->remove_observer(observer);
+  if (eval_cache_) eval_cache_->fn.remove_observer(observer);
+}
+
+void Model::set_save_graphs_dir(const std::string& dir) {
+  save_graphs_dir_ = dir;
+  if (train_) train_->compiled_function().set_save_graphs_dir(dir);
+  if (eval_cache_) eval_cache_->fn.set_save_graphs_dir(dir);
+}
+
+void Model::set_passes(const std::string& pipeline) {
+  passes_ = pipeline;
+  if (train_) train_->compiled_function().set_passes(pipeline);
+  if (eval_cache_) eval_cache_->fn.set_passes(pipeline);
 }
 
 Tensor Model::predict(const Tensor& x) {

@@ -1,11 +1,13 @@
-// MindSpore's Model: train / eval / predict over a data::Dataset, with metrics and callbacks.
+// MindSpore's Model: train / fit / eval / predict over a data::Dataset, with metrics and
+// callbacks.
 //
 //   auto net = std::make_shared<models::LeNet5>();
-//   nn::Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true),
-//                   {.kind = nn::OptimizerKind::kMomentum, .learning_rate = 0.01},
+//   auto opt = std::make_shared<optim::Momentum>(
+//       optim::Momentum::Options{.learning_rate = 0.01, .momentum = 0.9});
+//   nn::Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true), opt,
 //                   {{"accuracy", std::make_shared<nn::Accuracy>()}});
 //   nn::LossMonitor loss_monitor(100);
-//   model.train(1, train_ds, {&loss_monitor});
+//   model.fit(5, train_ds, test_ds, {&loss_monitor});         // evaluates after every epoch
 //   std::map<std::string, double> r = model.eval(test_ds);   // r["accuracy"]
 //
 // Datasets give rows (data, label) batched: column 0 is the network's input, column 1 the label.
@@ -21,13 +23,22 @@
 // e feeds exactly the rows an uninterrupted run would have, and gives bitwise the same weights.
 //
 // eval() sets the network to eval mode (set_train(false)), computes (loss, logits) per batch —
-// in graph mode with a graph traced and compiled (runtime::compile) once per batch signature,
-// taking the current weights as arguments; in PyNative mode eagerly — clears and feeds every
-// metric, and restores every Cell's training flag. predict(x) returns the network's output in eval
-// mode (a graph-mode root call of the network, compiled per signature by the Cell).
+// in graph mode with a graph traced and compiled (runtime::CompiledFunction, the eval pipeline)
+// once per batch signature, taking the current weights as arguments; in PyNative mode eagerly —
+// clears and feeds every metric, and restores every Cell's training flag. With a reducer set
+// (data parallelism: parallel::setup_data_parallel sets one), the metrics' sums are added over
+// the ranks before they are evaluated, and so are the epoch's training losses. predict(x)
+// returns the network's output in eval mode (a graph-mode root call of the network, compiled per
+// signature by the Cell).
+//
+// fit(epochs, train, valid, callbacks) is MindSpore's Model.fit: train() with the validation
+// set evaluated at the end of every valid_frequency-th epoch (and the last), before the
+// callbacks' on_train_epoch_end, which find the results in RunContext::metrics.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,6 +59,7 @@ struct TrainOptions {
   data::Position start;            // the data position to resume from within initial_epoch
   int data_workers = 1;            // data::IteratorOptions
   int prefetch = 4;
+  std::int64_t valid_frequency = 1;  // fit(): evaluate every N epochs (and after the last)
 };
 
 // Figures of the last train() call (steady_clock). step_seconds includes compile_seconds (the
@@ -61,12 +73,26 @@ struct TrainStats {
   double compile_seconds = 0;      // tracing + grad + passes + compile of new step graph(s)
   double loop_seconds = 0;         // wall time of the epochs' step loops: data waits, steps and
                                    // the step callbacks (not epoch-end callbacks such as eval)
+  double eval_seconds = 0;         // fit(): time in the evaluations
   double total_seconds = 0;
+  double epoch_loss_mean = 0;      // the last epoch's mean training loss (over every rank)
+  std::map<std::string, double> metrics;  // fit(): the last evaluation's results
 };
+
+// Sums a vector of numbers over data-parallel ranks in place (every rank calls it at the same
+// point, with the same length). Model uses it for metrics and losses.
+using SumReducer = std::function<void(std::vector<double>& values)>;
 
 class Model {
  public:
-  Model(std::shared_ptr<Cell> network, std::shared_ptr<Cell> loss_fn, OptimizerSpec optimizer,
+  template <std::derived_from<optim::Optimizer> O>
+  Model(std::shared_ptr<Cell> network, std::shared_ptr<Cell> loss_fn, std::shared_ptr<O> optimizer,
+        std::map<std::string, std::shared_ptr<Metric>> metrics = {})
+      : Model(std::move(network), std::move(loss_fn),
+              std::static_pointer_cast<optim::Optimizer>(std::move(optimizer)), std::move(metrics),
+              0) {}
+  // The optimizer optim::make_optimizer(spec) makes.
+  Model(std::shared_ptr<Cell> network, std::shared_ptr<Cell> loss_fn, const OptimizerSpec& spec,
         std::map<std::string, std::shared_ptr<Metric>> metrics = {});
 
   // Trains for epochs (total, MindSpore's epoch argument). Callbacks are called in order; a
@@ -75,6 +101,11 @@ class Model {
   // epoch differs from initial_epoch; rows with fewer than 2 columns are a ValueError.
   void train(std::int64_t epochs, const data::DatasetPtr& dataset,
              const std::vector<Callback*>& callbacks = {}, const TrainOptions& options = {});
+  // train() with an evaluation of `valid` after every valid_frequency-th epoch (and the last);
+  // ValueError when valid is null or the Model has no metrics.
+  void fit(std::int64_t epochs, const data::DatasetPtr& train_dataset,
+           const data::DatasetPtr& valid_dataset, const std::vector<Callback*>& callbacks = {},
+           const TrainOptions& options = {});
   // Every metric over the whole dataset (one epoch, epoch 0); {"name": value}. ValueError when the
   // Model has no metrics, and a metric's own error when it got no samples (an empty dataset).
   std::map<std::string, double> eval(const data::DatasetPtr& dataset,
@@ -88,16 +119,41 @@ class Model {
   // optimizer state before the first step).
   TrainOneStepCell& build_train_network();
   const TrainStats& train_stats() const { return stats_; }
+  const std::map<std::string, std::shared_ptr<Metric>>& metrics() const { return metrics_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+
+  // Data parallelism: sums over the ranks (see above); empty: one process.
+  void set_reducer(SumReducer reducer) { reducer_ = std::move(reducer); }
+
+  // The compiled evaluation graphs' function (made on first use): its dumps and observers.
+  runtime::CompiledFunction& eval_function();
+  // Observers of every compiled launch of training and evaluation.
+  void add_observer(std::shared_ptr<runtime::Observer> observer);
+  void remove_observer(const runtime::Observer* observer);
+  // Dumps of the training step's and evaluation's stages into dir/train_step, dir/eval
+  // (runtime::CompiledFunction); and the pipeline text of both (empty: their purposes').
+  void set_save_graphs_dir(const std::string& dir);
+  void set_passes(const std::string& pipeline);
 
  private:
+  Model(std::shared_ptr<Cell> network, std::shared_ptr<Cell> loss_fn,
+        std::shared_ptr<optim::Optimizer> optimizer,
+        std::map<std::string, std::shared_ptr<Metric>> metrics, int);
+  void train_impl(std::int64_t epochs, const data::DatasetPtr& dataset,
+                  const data::DatasetPtr& valid, const std::vector<Callback*>& callbacks,
+                  const TrainOptions& options);
+  double reduce_mean(double sum, double count);
   struct EvalCache;
   std::shared_ptr<Cell> network_;
   std::shared_ptr<Cell> loss_fn_;
-  OptimizerSpec optimizer_;
+  std::shared_ptr<optim::Optimizer> optimizer_;
   std::map<std::string, std::shared_ptr<Metric>> metrics_;
   std::unique_ptr<TrainOneStepCell> train_;
   std::shared_ptr<EvalCache> eval_cache_;
   TrainStats stats_;
+  SumReducer reducer_;
+  std::vector<std::shared_ptr<runtime::Observer>> observers_;
+  std::string save_graphs_dir_, passes_;
 };
 
 }  // namespace loom::nn

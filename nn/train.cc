@@ -1,5 +1,5 @@
 // nn/train.h: WithLossCell and TrainOneStepCell (one traced, differentiated, optimized and
-// compiled step graph per input signature).
+// compiled step graph per input signature, built for runtime::CompiledFunction).
 #include "nn/train.h"
 
 #include <algorithm>
@@ -9,14 +9,13 @@
 
 #include "core/autodiff/grad.h"
 #include "core/trace/graph_emitter.h"
+#include "runtime/compiled_function.h"
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "core/ir/verify.h"
 #include "core/passes/infer.h"
 #include "core/passes/pass.h"
 #include "runtime/executable.h"
-#include "runtime/interpreter.h"
-#include "optim/update.h"
 
 namespace loom::nn {
 
@@ -42,103 +41,113 @@ ops::Var WithLossCell::construct(const std::vector<ops::Var>& inputs) {
 
 // ---------------------------------------------------------------------------------------------
 
-struct TrainOneStepCell::Compiled {
-  std::unique_ptr<ir::Module> module;
-  ir::FuncGraph* graph = nullptr;
-  std::vector<Parameter*> weights;     // every graph weight, in parameter order after the inputs
-  std::vector<Tensor*> updated;        // per new-weight/state output leaf (after the loss): target
-  std::vector<std::string> state_names;
-  std::vector<std::string> gradient_names;  // when return_gradients: the trailing outputs
-  std::unique_ptr<runtime::Executable> exe;  // graph mode
-};
-
-TrainOneStepCell::TrainOneStepCell(std::shared_ptr<Cell> net_with_loss, OptimizerSpec opt,
-                                   std::optional<ExecMode> mode)
-    : net_(std::move(net_with_loss)), opt_(opt), mode_(mode.value_or(context_mode())) {
-  if (!net_) throw ValueError("TrainOneStepCell: expected a network, got null");
-  auto check = [](const char* what, double v, bool ok) {
-    if (!ok) {
-      throw ValueError(std::string("TrainOneStepCell: expected ") + what + ", got " +
-                       ir::format_f64(v));
-    }
-  };
-  check("learning_rate >= 0", opt_.learning_rate, opt_.learning_rate >= 0);
-  check("weight_decay >= 0", opt_.weight_decay, opt_.weight_decay >= 0);
-  if (opt_.kind == OptimizerKind::kMomentum) {
-    check("momentum >= 0", opt_.momentum, opt_.momentum >= 0);
-  } else {
-    check("beta1 in [0, 1)", opt_.beta1, opt_.beta1 >= 0 && opt_.beta1 < 1);
-    check("beta2 in [0, 1)", opt_.beta2, opt_.beta2 >= 0 && opt_.beta2 < 1);
-    check("eps >= 0", opt_.eps, opt_.eps >= 0);
-  }
-}
-
-TrainOneStepCell::~TrainOneStepCell() = default;
-
-const Tensor* TrainOneStepCell::state(const std::string& name) const {
-  auto it = states_.find(name);
-  return it == states_.end() ? nullptr : &it->second;
-}
-
-void TrainOneStepCell::set_state(const std::string& name, const Tensor& value) {
-  auto it = states_.find(name);
-  if (it == states_.end()) {
-    states_.emplace(name, value.clone());
-    return;
-  }
-  Tensor& dst = it->second;
-  if (dst.dtype() != value.dtype() || dst.shape() != value.shape()) {
-    throw ValueError("TrainOneStepCell.set_state: state '" + name + "' is " +
-                     std::string(dtype_name(dst.dtype())) + shape_to_string(dst.shape()) +
-                     ", got " + std::string(dtype_name(value.dtype())) +
-                     shape_to_string(value.shape()));
-  }
-  if (dst.nbytes() > 0) std::memcpy(dst.raw_data(), value.raw_data(), dst.nbytes());
-}
-
-void TrainOneStepCell::set_learning_rate(double lr) {
-  if (!(lr >= 0)) {
-    throw ValueError("TrainOneStepCell.set_learning_rate: expected a value >= 0, got " +
-                     ir::format_f64(lr));
-  }
-  opt_.learning_rate = lr;
-}
-
-void TrainOneStepCell::set_num_steps(std::int64_t steps) {
-  if (steps < 0) {
-    throw ValueError("TrainOneStepCell.set_num_steps: expected steps >= 0, got " +
-                     std::to_string(steps));
-  }
-  steps_ = steps;
-}
-
 namespace {
 
-std::string signature(const Tensor& t) {
-  return std::string(dtype_name(t.dtype())) + shape_to_string(t.shape());
+std::vector<optim::ParamInfo> trainable_params(Cell& net) {
+  std::vector<optim::ParamInfo> out;
+  for (auto& [name, p] : net.parameters_and_names()) {
+    if (p->requires_grad) out.push_back({name, p->value.dtype(), p->value.shape()});
+  }
+  return out;
 }
+
+// What a step program needs at run time: the weights it passes, the optimizer states after
+// them, where its outputs end, and the names of the gradients it returns.
+struct StepInfo {
+  std::vector<Parameter*> weights;          // every graph weight, in parameter order
+  std::vector<std::string> state_names;     // the states passed after the weights
+  DType input_dtype = DType::kFloat32;      // of the learning rates and optimizer scalars
+  std::size_t first_gradient = 0;           // output leaf of the first returned gradient
+  std::vector<std::string> gradient_names;  // when return_gradients: the trailing outputs
+};
 
 }  // namespace
 
-TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
-                                                           const Tensor& label) {
-  const std::string key = signature(data) + ";" + signature(label) +
-                          (net_->training() ? ";train" : ";eval") +
-                          (return_gradients_ ? ";grads" : "");
-  auto found = cache_.find(key);
-  if (found != cache_.end()) return *found->second;
+TrainOneStepCell::TrainOneStepCell(std::shared_ptr<Cell> net_with_loss,
+                                   std::shared_ptr<optim::Optimizer> optimizer,
+                                   std::optional<ExecMode> mode, int)
+    : net_(std::move(net_with_loss)),
+      optimizer_(std::move(optimizer)),
+      mode_(mode.value_or(context_mode())) {
+  if (!net_) throw ValueError("TrainOneStepCell: expected a network, got null");
+  if (!optimizer_) throw ValueError("TrainOneStepCell: expected an optimizer, got null");
+  optimizer_->init(trainable_params(*net_));
+  fn_ = std::make_unique<runtime::CompiledFunction>(
+      [this](const std::vector<ir::AbstractPtr>& signature,
+             const runtime::CompiledFunction::Dump& dump) { return build(signature, dump); },
+      runtime::FunctionOptions{.name = "train_step",
+                               .purpose = passes::Purpose::kTrain,
+                               .backend = &context_backend(),
+                               .interpret = mode_ == ExecMode::kPyNative});
+}
 
-  const auto start = std::chrono::steady_clock::now();
-  auto c = std::make_unique<Compiled>();
-  Traced t = trace(*net_,
-                   {Abstract::tensor(data.dtype(), data.shape()),
-                    Abstract::tensor(label.dtype(), label.shape())},
-                   "forward");
-  c->weights = t.weights;
+TrainOneStepCell::TrainOneStepCell(std::shared_ptr<Cell> net_with_loss, const OptimizerSpec& spec,
+                                   std::optional<ExecMode> mode)
+    : TrainOneStepCell(std::move(net_with_loss), optim::make_optimizer(spec), mode, 0) {}
+
+TrainOneStepCell::~TrainOneStepCell() = default;
+
+std::size_t TrainOneStepCell::num_compilations() const {
+  return mode_ == ExecMode::kGraph ? fn_->num_compilations() : 0;
+}
+
+double TrainOneStepCell::compile_seconds() const { return fn_->compile_seconds(); }
+
+const Tensor* TrainOneStepCell::state(const std::string& name) const {
+  auto it = optimizer_->states().find(name);
+  return it == optimizer_->states().end() ? nullptr : &it->second;
+}
+
+void TrainOneStepCell::set_state(const std::string& name, const Tensor& value) {
+  Tensor* dst = optimizer_->state(name);
+  if (dst == nullptr) {
+    throw ValueError("TrainOneStepCell.set_state: expected a state of " + optimizer_->name() +
+                     ", got '" + name + "'");
+  }
+  if (dst->dtype() != value.dtype() || dst->shape() != value.shape()) {
+    throw ValueError("TrainOneStepCell.set_state: state '" + name + "' is " +
+                     std::string(dtype_name(dst->dtype())) + shape_to_string(dst->shape()) +
+                     ", got " + std::string(dtype_name(value.dtype())) +
+                     shape_to_string(value.shape()));
+  }
+  if (dst->nbytes() > 0) std::memcpy(dst->raw_data(), value.raw_data(), dst->nbytes());
+}
+
+const ir::FuncGraph* TrainOneStepCell::step_graph() const {
+  return fn_->last() ? fn_->last()->program.graph : nullptr;
+}
+
+const runtime::Executable* TrainOneStepCell::last_executable() const {
+  if (mode_ != ExecMode::kGraph || !fn_->last()) return nullptr;
+  return fn_->last()->exe.get();
+}
+
+void TrainOneStepCell::add_observer(std::shared_ptr<runtime::Observer> observer) {
+  fn_->add_observer(std::move(observer));
+}
+
+void TrainOneStepCell::remove_observer(const runtime::Observer* observer) {
+  fn_->remove_observer(observer);
+}
+
+runtime::Program TrainOneStepCell::build(
+    const std::vector<ir::AbstractPtr>& signature,
+    const std::function<void(const ir::Module&, const std::string&)>& dump) {
+  const ir::AbstractPtr data_abs = signature.at(0);
+  const ir::AbstractPtr label_abs = signature.at(1);
+  Traced t = trace(*net_, {data_abs, label_abs}, "forward");
+  dump(*t.module, "traced");
+  auto info = std::make_shared<StepInfo>();
+  info->weights = t.weights;
   ir::FuncGraph* fwd = t.graph;
+  // The parameters the step updates: trainable, and given to the optimizer.
+  std::vector<std::size_t> slots;  // indices into t.weights
   std::vector<ir::Parameter*> trainable;
   for (std::size_t i = 0; i < t.weights.size(); ++i) {
-    if (t.weights[i]->requires_grad) trainable.push_back(fwd->parameter(2 + i));
+    if (t.weights[i]->requires_grad && optimizer_->updates(t.weights[i]->name)) {
+      slots.push_back(i);
+      trainable.push_back(fwd->parameter(2 + i));
+    }
   }
   if (trainable.empty()) {
     throw ValueError("TrainOneStepCell: expected at least one trainable parameter, got none");
@@ -155,15 +164,14 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
                                           .sens_param = has_updates,
                                           .return_value = true});
   passes::infer_graph(g);
+  dump(*t.module, "grad");
 
-  // The step graph: (data, label, weights..., states..., learning_rate, [beta1_power,
-  // beta2_power]).
+  // The step graph: (data, label, weights..., states..., optimizer inputs...).
   ir::Module& m = *t.module;
   ir::FuncGraph* step = m.add_graph("train_step");
   std::vector<ir::Node*> call_args;
-  call_args.push_back(step->add_parameter("data", Abstract::tensor(data.dtype(), data.shape())));
-  call_args.push_back(
-      step->add_parameter("label", Abstract::tensor(label.dtype(), label.shape())));
+  call_args.push_back(step->add_parameter("data", data_abs));
+  call_args.push_back(step->add_parameter("label", label_abs));
   std::vector<ir::Parameter*> w_params;
   for (Parameter* p : t.weights) {
     ir::Parameter* w =
@@ -171,48 +179,32 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
     w_params.push_back(w);
     call_args.push_back(w);
   }
-  const bool adam = opt_.kind == OptimizerKind::kAdam;
-  const std::vector<std::string> prefixes =
-      adam ? std::vector<std::string>{"moment1.", "moment2."} : std::vector<std::string>{"moments."};
-  struct Slot {
-    std::size_t weight;                   // index into t.weights
-    std::vector<ir::Parameter*> states;   // graph parameters of its states
-    std::vector<Tensor*> tensors;
-  };
-  std::vector<Slot> slots;
-  for (std::size_t i = 0; i < t.weights.size(); ++i) {
-    Parameter* p = t.weights[i];
-    if (!p->requires_grad) continue;
-    Slot s{.weight = i};
+  const std::vector<std::string> prefixes = optimizer_->state_prefixes();
+  std::vector<std::vector<ir::Parameter*>> state_params(slots.size());
+  for (std::size_t k = 0; k < slots.size(); ++k) {
+    Parameter* p = t.weights[slots[k]];
     for (const std::string& prefix : prefixes) {
-      const std::string name = prefix + p->name;
-      auto it = states_.find(name);
-      if (it == states_.end()) {
-        it = states_.emplace(name, Tensor(p->value.dtype(), p->value.shape())).first;
-      } else if (it->second.dtype() != p->value.dtype() ||
-                 it->second.shape() != p->value.shape()) {
-        throw ValueError("TrainOneStepCell: state '" + name + "' is " +
-                         std::string(dtype_name(it->second.dtype())) +
-                         shape_to_string(it->second.shape()) + " but its parameter is " +
-                         std::string(dtype_name(p->value.dtype())) +
-                         shape_to_string(p->value.shape()));
+      const std::string name = prefix + "." + p->name;
+      const Tensor* st = state(name);
+      if (st == nullptr || st->dtype() != p->value.dtype() || st->shape() != p->value.shape()) {
+        throw ValueError("TrainOneStepCell: expected optimizer state '" + name + "' like its " +
+                         "parameter " + std::string(dtype_name(p->value.dtype())) +
+                         shape_to_string(p->value.shape()) + ", got " +
+                         (st ? std::string(dtype_name(st->dtype())) + shape_to_string(st->shape())
+                             : std::string("none")));
       }
-      s.states.push_back(
+      state_params[k].push_back(
           step->add_parameter(name, Abstract::tensor(p->value.dtype(), p->value.shape())));
-      s.tensors.push_back(&it->second);
+      info->state_names.push_back(name);
     }
-    slots.push_back(std::move(s));
   }
-  const DType pow_dtype = t.weights[slots[0].weight]->value.dtype();
-  // The learning rate is a step input, so a schedule changes it without a new compilation.
-  ir::Parameter* learning_rate =
-      step->add_parameter("learning_rate", Abstract::tensor(pow_dtype, {}));
-  ir::Parameter* beta1_power = nullptr;
-  ir::Parameter* beta2_power = nullptr;
-  if (adam) {
-    beta1_power = step->add_parameter("beta1_power", Abstract::tensor(pow_dtype, {}));
-    beta2_power = step->add_parameter("beta2_power", Abstract::tensor(pow_dtype, {}));
+  info->input_dtype = t.weights[slots[0]]->value.dtype();
+  std::vector<ops::Var> inputs;
+  for (const std::string& name : optimizer_->input_names()) {
+    inputs.emplace_back(static_cast<ir::Node*>(
+        step->add_parameter(name, Abstract::tensor(info->input_dtype, {}))));
   }
+  const std::size_t num_params = step->parameters().size();
 
   trace::GraphEmitter e(step);
   std::vector<ir::Node*> grad_args = call_args;
@@ -239,9 +231,10 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
   std::vector<std::string> grad_names;
   for (std::size_t k = 0; k < slots.size(); ++k) {
     grad_of[k] = e.tuple_get(grads, static_cast<std::int64_t>(k));
-    grad_names.push_back(t.weights[slots[k].weight]->name);
+    grad_names.push_back(t.weights[slots[k]]->name);
   }
   if (reducer_) {
+    e.set_debug({.scope = "GradientReducer", .role = ir::Role::kBackward});
     grad_of = reducer_(e, grad_of, grad_names);
     if (grad_of.size() != slots.size()) {
       throw ValueError("TrainOneStepCell: the gradient reducer returned " +
@@ -249,142 +242,95 @@ TrainOneStepCell::Compiled& TrainOneStepCell::compiled_for(const Tensor& data,
                        std::to_string(slots.size()) + " parameters");
     }
   }
+  e.set_debug({.scope = optimizer_->name(), .role = ir::Role::kOptimizer});
+  const std::vector<ops::Var> applied = optimizer_->transform_gradients(e, grad_of);
 
   std::vector<ops::Var> new_weights, new_states;
-  std::vector<Tensor*> weight_targets, state_targets;
-  std::vector<std::size_t> weight_param_index, state_param_index;
+  std::vector<std::pair<std::size_t, std::size_t>> donate;  // (output leaf, parameter)
+  std::vector<std::size_t> weight_params, state_param_index;
   for (std::size_t k = 0; k < slots.size(); ++k) {
-    const Slot& s = slots[k];
-    Parameter* p = t.weights[s.weight];
-    const ops::Var w(static_cast<ir::Node*>(w_params[s.weight]));
-    const ops::Var grad = grad_of[k];
-    ops::Var lr(static_cast<ir::Node*>(learning_rate));
-    if (p->value.dtype() != pow_dtype) lr = e.cast(lr, p->value.dtype());
-    if (!adam) {
-      auto [w2, acc2] = optim::momentum_update(
-          e, w, ops::Var(static_cast<ir::Node*>(s.states[0])), grad, lr, opt_.momentum,
-          /*nesterov=*/false, opt_.weight_decay);
-      new_weights.push_back(w2);
-      new_states.push_back(acc2);
-    } else {
-      // optim::adam_update's ApplyAdam with the beta powers as graph inputs (its `step` would
-      // bake beta^t into the graph as a constant and force a compilation per step).
-      ops::Var g_l2 = grad;
-      if (opt_.weight_decay != 0.0) {
-        g_l2 = e.add(grad, e.mul(e.scalar_like(w, opt_.weight_decay), w));
-      }
-      ops::Var b1p(static_cast<ir::Node*>(beta1_power));
-      ops::Var b2p(static_cast<ir::Node*>(beta2_power));
-      if (p->value.dtype() != pow_dtype) {
-        b1p = e.cast(b1p, p->value.dtype());
-        b2p = e.cast(b2p, p->value.dtype());
-      }
-      const ops::Var out = e.emit(
-          "ApplyAdam", {w, ops::Var(static_cast<ir::Node*>(s.states[0])),
-                        ops::Var(static_cast<ir::Node*>(s.states[1])), b1p, b2p, lr,
-                        e.scalar_like(w, opt_.beta1), e.scalar_like(w, opt_.beta2),
-                        e.scalar_like(w, opt_.eps), g_l2});
-      new_weights.push_back(e.tuple_get(out, 0));
-      new_states.push_back(e.tuple_get(out, 1));
-      new_states.push_back(e.tuple_get(out, 2));
+    Parameter* p = t.weights[slots[k]];
+    e.set_debug({.scope = optimizer_->name() + "/" + p->name, .role = ir::Role::kOptimizer});
+    std::vector<ops::Var> states;
+    for (ir::Parameter* sp : state_params[k]) states.emplace_back(static_cast<ir::Node*>(sp));
+    const std::vector<ops::Var> updated =
+        optimizer_->update(e, p->name, ops::Var(static_cast<ir::Node*>(w_params[slots[k]])),
+                           states, applied[k], inputs);
+    if (updated.size() != 1 + states.size()) {
+      throw InternalError("TrainOneStepCell: " + optimizer_->name() + " returned " +
+                          std::to_string(updated.size()) + " values for " + p->name);
     }
-    weight_targets.push_back(&p->value);
-    weight_param_index.push_back(2 + s.weight);
-    for (std::size_t j = 0; j < s.states.size(); ++j) {
-      state_targets.push_back(s.tensors[j]);
+    new_weights.push_back(updated[0]);
+    weight_params.push_back(2 + slots[k]);
+    for (std::size_t j = 0; j < states.size(); ++j) {
+      new_states.push_back(updated[1 + j]);
       state_param_index.push_back(2 + t.weights.size() + k * prefixes.size() + j);
     }
   }
   std::vector<ops::Var> new_values;
-  std::vector<Tensor*> value_targets;
-  std::vector<std::size_t> value_param_index;
+  std::vector<std::size_t> value_params;
   for (std::size_t i = 0; i < t.updates.size(); ++i) {
     new_values.push_back(e.tuple_get(fwd_out, static_cast<std::int64_t>(1 + i)));
-    value_targets.push_back(&t.updates[i]->value);
     const auto w = std::find(t.weights.begin(), t.weights.end(), t.updates[i]);
-    value_param_index.push_back(2 + static_cast<std::size_t>(w - t.weights.begin()));
+    value_params.push_back(2 + static_cast<std::size_t>(w - t.weights.begin()));
   }
   std::vector<ops::Var> outs{loss};
-  outs.insert(outs.end(), new_weights.begin(), new_weights.end());
-  outs.insert(outs.end(), new_states.begin(), new_states.end());
-  outs.insert(outs.end(), new_values.begin(), new_values.end());
+  std::size_t leaf = 1;
+  for (std::size_t i = 0; i < new_weights.size(); ++i) {
+    outs.push_back(new_weights[i]);
+    donate.emplace_back(leaf++, weight_params[i]);
+  }
+  for (std::size_t i = 0; i < new_states.size(); ++i) {
+    outs.push_back(new_states[i]);
+    donate.emplace_back(leaf++, state_param_index[i]);
+  }
+  for (std::size_t i = 0; i < new_values.size(); ++i) {
+    outs.push_back(new_values[i]);
+    donate.emplace_back(leaf++, value_params[i]);
+  }
+  info->first_gradient = leaf;
   if (return_gradients_) {  // after every donated output, so the donation indices hold
     for (std::size_t k = 0; k < slots.size(); ++k) {
       outs.push_back(grad_of[k]);
-      c->gradient_names.push_back(grad_names[k]);
+      info->gradient_names.push_back(grad_names[k]);
     }
   }
   step->set_output(e.node_of(e.make_tuple(outs)));
   m.set_entry(step);
   passes::infer_graph(step);
-  passes::PassManager::parse("inline,simplify,dce").run(m);
   ir::verify(m);
-  if (m.entry() != step || step->parameters().size() != call_args.size() +
-                                                           slots.size() * prefixes.size() + 1 +
-                                                           (adam ? 2 : 0)) {
-    throw InternalError("TrainOneStepCell: the passes changed the step graph's signature");
+  if (step->parameters().size() != num_params) {
+    throw InternalError("TrainOneStepCell: the step graph's signature changed");
   }
-
-  std::vector<std::pair<std::size_t, std::size_t>> donate;
-  std::size_t leaf = 1;
-  for (std::size_t i = 0; i < weight_targets.size(); ++i, ++leaf) {
-    c->updated.push_back(weight_targets[i]);
-    donate.emplace_back(leaf, weight_param_index[i]);
-  }
-  for (std::size_t i = 0; i < state_targets.size(); ++i, ++leaf) {
-    c->updated.push_back(state_targets[i]);
-    donate.emplace_back(leaf, state_param_index[i]);
-  }
-  for (std::size_t i = 0; i < value_targets.size(); ++i, ++leaf) {
-    c->updated.push_back(value_targets[i]);
-    donate.emplace_back(leaf, value_param_index[i]);
-  }
-  for (const Slot& s : slots) {
-    for (ir::Parameter* sp : s.states) c->state_names.push_back(sp->name());
-  }
-  c->graph = step;
-  if (mode_ == ExecMode::kGraph) {
-    c->exe = runtime::compile(*step, backend::cpu_backend(), {.donate = std::move(donate)});
-    ++num_compilations_;
-  }
-  c->module = std::move(t.module);
-  compile_seconds_ +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return *cache_.emplace(key, std::move(c)).first->second;
+  runtime::Program program;
+  program.graph = step;
+  program.module = std::move(t.module);
+  program.donate = std::move(donate);
+  program.info = std::move(info);
+  return program;
 }
 
 Tensor TrainOneStepCell::step(const Tensor& data, const Tensor& label) {
-  Compiled& c = compiled_for(data, label);
+  const std::string variant = std::string(net_->training() ? "train" : "eval") +
+                              (return_gradients_ ? ";grads" : "");
+  runtime::CompiledFunction::Entry& entry =
+      fn_->entry({Abstract::tensor(data.dtype(), data.shape()),
+                  Abstract::tensor(label.dtype(), label.shape())},
+                 variant);
+  const StepInfo& info = entry.program.info_as<StepInfo>();
   std::vector<Value> args{Value::tensor(data), Value::tensor(label)};
-  for (Parameter* p : c.weights) args.push_back(Value::tensor(p->value));
-  for (const std::string& name : c.state_names) args.push_back(Value::tensor(states_.at(name)));
-  const std::int64_t t = steps_ + 1;
-  const DType dt = c.graph->parameters()[args.size()]->abstract()->dtype();
-  args.push_back(Value::tensor(Tensor::scalar(dt, opt_.learning_rate)));
-  if (opt_.kind == OptimizerKind::kAdam) {
-    args.push_back(Value::tensor(Tensor::scalar(dt, std::pow(opt_.beta1, static_cast<double>(t)))));
-    args.push_back(Value::tensor(Tensor::scalar(dt, std::pow(opt_.beta2, static_cast<double>(t)))));
+  for (Parameter* p : info.weights) args.push_back(Value::tensor(p->value));
+  for (const std::string& name : info.state_names) {
+    args.push_back(Value::tensor(*optimizer_->state(name)));
   }
-  Value out;
-  if (mode_ == ExecMode::kGraph) {
-    out = c.exe->run(std::move(args));  // the donated outputs are written into the arguments
-    last_ = c.exe.get();
-  } else {
-    out = runtime::interpret(*c.graph, args);
-    const auto& el = out.elements();
-    for (std::size_t i = 0; i < c.updated.size(); ++i) {
-      const Tensor& v = el[1 + i].as_tensor();
-      Tensor& dst = *c.updated[i];
-      if (v.raw_data() != dst.raw_data()) std::memcpy(dst.raw_data(), v.raw_data(), dst.nbytes());
-    }
-  }
-  steps_ = t;
-  last_graph_ = c.graph;
+  for (Tensor& t : optimizer_->input_values(info.input_dtype)) args.push_back(Value::tensor(t));
+  // The donated outputs are written into the arguments: weights and states in place.
+  const Value out = fn_->run(entry, std::move(args));
+  optimizer_->step_done();
   gradients_.clear();
   const auto& el = out.elements();
-  const std::size_t first_grad = 1 + c.updated.size();
-  for (std::size_t i = 0; i < c.gradient_names.size(); ++i) {
-    gradients_.emplace_back(c.gradient_names[i], el[first_grad + i].as_tensor());
+  for (std::size_t i = 0; i < info.gradient_names.size(); ++i) {
+    gradients_.emplace_back(info.gradient_names[i], el[info.first_gradient + i].as_tensor());
   }
   return el[0].as_tensor();
 }
@@ -392,7 +338,7 @@ Tensor TrainOneStepCell::step(const Tensor& data, const Tensor& label) {
 void TrainOneStepCell::set_return_gradients(bool on) { return_gradients_ = on; }
 
 void TrainOneStepCell::set_gradient_reducer(GradientReducer reducer) {
-  if (!cache_.empty()) {
+  if (fn_->num_compilations() > 0 || fn_->last() != nullptr) {
     throw ValueError("TrainOneStepCell.set_gradient_reducer: set it before the first step");
   }
   reducer_ = std::move(reducer);

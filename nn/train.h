@@ -2,23 +2,26 @@
 //
 //   auto net = std::make_shared<SequentialCell>(...);
 //   auto with_loss = std::make_shared<WithLossCell>(net, std::make_shared<MyMSE>());
-//   TrainOneStepCell train(with_loss, {.kind = OptimizerKind::kMomentum, .learning_rate = 0.1});
+//   auto opt = std::make_shared<optim::Momentum>(optim::Momentum::Options{.learning_rate = 0.1});
+//   TrainOneStepCell train(with_loss, opt);
 //   for (...) Tensor loss = train.step(x, y);   // updates net's Parameters in place
 //
 // TrainOneStepCell::step, graph mode (ExecMode::kGraph): on the first call with a new input
-// signature (dtypes and shapes of data and label) and training flag of the network it traces
-// net_with_loss, builds ONE step graph in the traced module —
-//     (data, label, weights..., states..., [beta1_power, beta2_power])
-//       → MakeTuple(loss, new weights..., new states..., new assigned values...)
-// calling autodiff::grad(forward, {get_by_list, return_value}) and then the optimizer update per
-// trainable weight (optim::momentum_update; Adam emits the same ApplyAdam node as
-// optim::adam_update, but with beta1^t / beta2^t as rank-0 graph inputs computed on the host each
-// step, so one compilation serves every step) — runs "inline,simplify,dce" and compiles it with
-// runtime::compile, donating each new weight / state output to its input parameter: the Cells'
-// Parameter tensors and the optimizer states are updated in place (same storage). Later calls
-// with the same signature and training flag reuse the Executable (num_compilations();
-// compile_seconds() is the time spent tracing, differentiating, running the passes and
-// compiling, summed).
+// signature (dtypes and shapes of data and label) and training flag of the network it builds
+// ONE step graph (a runtime::CompiledFunction program, purpose kTrain) —
+//     (data, label, weights..., states..., learning rates..., [optimizer inputs])
+//       → MakeTuple(loss, new weights..., new states..., new assigned values..., [gradients])
+// — by tracing net_with_loss, differentiating it (autodiff::grad with get_by_list and
+// return_value) with respect to the parameters the optimizer updates, passing the gradients
+// through the gradient reducer (data parallelism) and the optimizer's transform (clipping), and
+// appending the optimizer's update of every parameter (optim/optimizer.h; its nodes carry role
+// optimizer). The CompiledFunction runs the training pipeline (core/passes/pipeline.h) and
+// compiles it, donating each new weight / state output to its input: the Cells' Parameter
+// tensors and the optimizer's states are updated in place (same storage). Later calls with the
+// same signature and training flag reuse the plan (num_compilations(); compile_seconds() is
+// the time spent tracing, differentiating, running the passes and compiling, summed). The
+// learning rates and the optimizer's own scalars (Adam's beta powers) are step inputs, computed
+// on the host from the optimizer's global step: schedules need no recompilation.
 //
 // State updates (Cell::assign, e.g. BatchNorm2d's moving statistics, Dropout's key): the traced
 // forward then returns MakeTuple(loss, new values...) (nn/cell.h). The step differentiates the
@@ -31,17 +34,18 @@
 // assigned is a ValueError.
 //
 // The mode is chosen in the constructor, by default the global context_mode() (nn/context.h) at
-// construction. ExecMode::kPyNative builds the same step graph but runs it with
-// runtime::interpret each step, then copies the new values into the same Parameter / state
-// tensors. It is the simple reference path, not an eager
-// op-by-op execution of the forward.
+// construction. ExecMode::kPyNative builds the same step graph but runs it through the reference
+// interpreter (runtime::interpret) each step; donation writes the new values into the same
+// Parameter and state tensors. It is the simple reference path, not an eager op-by-op execution
+// of the forward.
 //
-// Optimizer states are zero tensors created on first use and kept here, named as in MindSpore:
-// "moments.<param name>" (Momentum), "moment1.<name>" / "moment2.<name>" (Adam). Parameters with
+// Optimizer states live in the optimizer, made for the network's trainable parameters when the
+// cell is constructed and named as in MindSpore ("moments.<param>"...). Parameters with
 // requires_grad == false are inputs of the graph but get no gradient and no optimizer update
 // (only their assigned values, above).
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -54,13 +58,18 @@
 #include "core/ir/tensor.h"
 #include "nn/cell.h"
 #include "nn/context.h"
+#include "optim/optimizer.h"
 
 namespace loom::ir {
 class FuncGraph;
+class Module;
 }  // namespace loom::ir
 
 namespace loom::runtime {
+class CompiledFunction;
 class Executable;
+class Observer;
+struct Program;
 }  // namespace loom::runtime
 
 namespace loom::nn {
@@ -80,23 +89,22 @@ class WithLossCell : public Cell {
   Cell* loss_fn_;
 };
 
-enum class OptimizerKind { kMomentum, kAdam };
-
-// Formulas: optim/update.h (momentum_update with nesterov = false; adam_update). L2 weight decay.
-struct OptimizerSpec {
-  OptimizerKind kind = OptimizerKind::kMomentum;
-  double learning_rate = 0.1;
-  double momentum = 0.9;  // Momentum
-  double beta1 = 0.9;     // Adam
-  double beta2 = 0.999;   // Adam
-  double eps = 1e-8;      // Adam
-  double weight_decay = 0.0;
-};
+// The optimizers' description for recipes and quick construction (optim/optimizer.h).
+using OptimizerKind = optim::OptimizerKind;
+using OptimizerSpec = optim::OptimizerSpec;
 
 class TrainOneStepCell {
  public:
-  TrainOneStepCell(std::shared_ptr<Cell> net_with_loss, OptimizerSpec opt,
-                   std::optional<ExecMode> mode = std::nullopt);  // nullopt: context_mode()
+  // mode nullopt: context_mode(). (A template so that `{...}` always means an OptimizerSpec.)
+  template <std::derived_from<optim::Optimizer> O>
+  TrainOneStepCell(std::shared_ptr<Cell> net_with_loss, std::shared_ptr<O> optimizer,
+                   std::optional<ExecMode> mode = std::nullopt)
+      : TrainOneStepCell(std::move(net_with_loss),
+                         std::static_pointer_cast<optim::Optimizer>(std::move(optimizer)), mode,
+                         0) {}
+  // The optimizer optim::make_optimizer(spec) makes.
+  TrainOneStepCell(std::shared_ptr<Cell> net_with_loss, const OptimizerSpec& spec,
+                   std::optional<ExecMode> mode = std::nullopt);
   ~TrainOneStepCell();
   TrainOneStepCell(const TrainOneStepCell&) = delete;
   TrainOneStepCell& operator=(const TrainOneStepCell&) = delete;
@@ -104,27 +112,26 @@ class TrainOneStepCell {
   // One training step; returns the loss (computed before the update).
   Tensor step(const Tensor& data, const Tensor& label);
 
-  std::size_t num_compilations() const { return num_compilations_; }  // graph mode
+  std::size_t num_compilations() const;  // graph mode
   // Seconds spent building step graphs (trace, grad, passes, compile), summed over them.
-  double compile_seconds() const { return compile_seconds_; }
+  double compile_seconds() const;
   ExecMode mode() const { return mode_; }
-  std::int64_t num_steps() const { return steps_; }
-  // The optimizer states by name ("moments.fc.weight"); null when not created yet.
+  // Steps done: the optimizer's global step.
+  std::int64_t num_steps() const { return optimizer_->global_step(); }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  const optim::Optimizer& optimizer() const { return *optimizer_; }
+  const std::shared_ptr<optim::Optimizer>& optimizer_ptr() const { return optimizer_; }
+  // The optimizer states by name ("moments.fc.weight"); null when there is none of that name.
   const Tensor* state(const std::string& name) const;
-  // Every optimizer state made so far, by name (states are made at the first step of a
-  // signature, zero-filled, unless set_state gave one).
-  const std::map<std::string, Tensor>& states() const { return states_; }
-  // Restoring a training run (checkpoints): sets state `name` to a copy of `value`. Before the
-  // state exists it is created with this value (the first step checks its dtype and shape
-  // against the parameter's: ValueError naming it); afterwards the value is copied into the
-  // existing storage (ValueError on a dtype or shape mismatch).
+  const std::map<std::string, Tensor>& states() const { return optimizer_->states(); }
+  // Restoring a training run: copies `value` into state `name` (ValueError when there is no such
+  // state, or on a dtype or shape mismatch).
   void set_state(const std::string& name, const Tensor& value);
-  // The learning rate of the next steps (a step input: no new compilation). Schedules call it
-  // before each step; ValueError when negative.
-  void set_learning_rate(double lr);
-  // Sets the number of steps done (Adam's bias corrections use it).
-  void set_num_steps(std::int64_t steps);
-  const OptimizerSpec& optimizer() const { return opt_; }
+  // A constant learning rate for the next steps (a step input: no new compilation); ValueError
+  // when negative.
+  void set_learning_rate(double lr) { optimizer_->set_learning_rate(lr); }
+  // Sets the number of steps done (schedules and Adam's bias corrections use it).
+  void set_num_steps(std::int64_t steps) { optimizer_->set_global_step(steps); }
   // With return_gradients on, each step also outputs the gradient of every trainable parameter
   // (extra step outputs, so one more compilation per signature; off by default), readable after
   // the step as gradients(): (parameter name, gradient) in parameter order. Summaries use it.
@@ -139,25 +146,27 @@ class TrainOneStepCell {
       ops::Emitter& e, const std::vector<ops::Var>& grads, const std::vector<std::string>& names)>;
   void set_gradient_reducer(GradientReducer reducer);
   // The step graph the last step ran (null before the first step). Lives as long as this cell.
-  const ir::FuncGraph* step_graph() const { return last_graph_; }
+  const ir::FuncGraph* step_graph() const;
   Cell& network() { return *net_; }
   // The Executable the last graph-mode step ran (null before the first or in PyNative mode).
-  const runtime::Executable* last_executable() const { return last_; }
+  const runtime::Executable* last_executable() const;
+
+  // The compiled step (runtime/compiled_function.h): its pipeline (set_passes), its dumps
+  // (set_save_graphs_dir) and its observers, which see every launch of the step.
+  runtime::CompiledFunction& compiled_function() { return *fn_; }
+  void add_observer(std::shared_ptr<runtime::Observer> observer);
+  void remove_observer(const runtime::Observer* observer);
 
  private:
-  struct Compiled;
-  Compiled& compiled_for(const Tensor& data, const Tensor& label);
+  TrainOneStepCell(std::shared_ptr<Cell> net_with_loss, std::shared_ptr<optim::Optimizer> optimizer,
+                   std::optional<ExecMode> mode, int);
+  runtime::Program build(const std::vector<ir::AbstractPtr>& signature,
+                         const std::function<void(const ir::Module&, const std::string&)>& dump);
 
   std::shared_ptr<Cell> net_;
-  OptimizerSpec opt_;
+  std::shared_ptr<optim::Optimizer> optimizer_;
   ExecMode mode_;
-  std::map<std::string, std::unique_ptr<Compiled>> cache_;  // per input signature
-  std::map<std::string, Tensor> states_;
-  std::size_t num_compilations_ = 0;
-  double compile_seconds_ = 0;
-  std::int64_t steps_ = 0;
-  const runtime::Executable* last_ = nullptr;
-  const ir::FuncGraph* last_graph_ = nullptr;
+  std::unique_ptr<runtime::CompiledFunction> fn_;
   bool return_gradients_ = false;
   GradientReducer reducer_;
   std::vector<std::pair<std::string, Tensor>> gradients_;

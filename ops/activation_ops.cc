@@ -104,7 +104,7 @@ OpDef relu_grad() {
 }
 
 void register_pointwise(Registry& r) {
-  r.add(activation(
+  r.add(fusable(activation(
       "ReLU",
       [](const InferContext& c) -> AbstractPtr {
         const ir::Abstract& x = tensor_input(c, 0, "x");
@@ -119,9 +119,9 @@ void register_pointwise(Registry& r) {
         // MindSpore's rule: one kernel, no mask or zeros buffer (ReluGrad below).
         return {e.emit("ReluGrad", {a.dout, a.out})};
       },
-      "max(x, 0)"));
+      "max(x, 0)")));
   r.add(relu_grad());
-  r.add(activation(
+  r.add(fusable(activation(
       "ReLU6", floating_unary_infer(),
       [](Emitter& e, const BpropArgs& a) -> Grads {
         // Zero at both kinks (x = 0 and x = 6), as PyTorch's hardtanh_backward.
@@ -130,21 +130,21 @@ void register_pointwise(Registry& r) {
         const Var below6 = e.emit("Less", {a.out, e.scalar_like(a.out, 6.0)});
         return {e.emit("Select", {above0, e.emit("Select", {below6, a.dout, zeros}), zeros})};
       },
-      "min(max(x, 0), 6)"));
-  r.add(activation(
+      "min(max(x, 0), 6)")));
+  r.add(fusable(activation(
       "Sigmoid", floating_unary_infer(),
       [](Emitter& e, const BpropArgs& a) -> Grads {
         const Var one_minus = e.sub(e.scalar_like(a.out, 1.0), a.out);
         return {e.mul(a.dout, e.mul(a.out, one_minus))};
       },
-      "1 / (1 + exp(-x))"));
-  r.add(activation(
+      "1 / (1 + exp(-x))")));
+  r.add(fusable(activation(
       "Tanh", floating_unary_infer(),
       [](Emitter& e, const BpropArgs& a) -> Grads {
         const Var one_minus_sq = e.sub(e.scalar_like(a.out, 1.0), e.mul(a.out, a.out));
         return {e.mul(a.dout, one_minus_sq)};
       },
-      "hyperbolic tangent"));
+      "hyperbolic tangent")));
   r.add(activation(
       "GeLU", floating_unary_infer(),
       [](Emitter& e, const BpropArgs& a) -> Grads {

@@ -91,12 +91,9 @@ AbstractPtr infer_fused_elementwise(const InferContext& c) {
 
 }  // namespace
 
-const std::vector<std::string>& fused_elementwise_ops() {
-  static const std::vector<std::string> kOps = {
-      "Abs",  "Add", "Exp",  "Log",     "Maximum", "Minimum", "Mul",  "Neg",
-      "ReLU", "ReLU6", "RealDiv", "Sigmoid", "Sqrt", "Square", "Sub", "Tanh",
-  };
-  return kOps;
+OpDef fusable(OpDef def) {
+  def.fusable = true;
+  return def;
 }
 
 std::vector<FusedStep> fused_program(const Value& program, std::size_t num_inputs) {
@@ -106,15 +103,15 @@ std::vector<FusedStep> fused_program(const Value& program, std::size_t num_input
   if (!program.is_tuple() || program.elements().empty()) {
     throw fail("to be a non-empty tuple of steps, got " + ir::print_value(program));
   }
-  const auto& ops = fused_elementwise_ops();
   std::vector<FusedStep> steps;
   for (const Value& s : program.elements()) {
     if (!s.is_tuple() || s.elements().empty() || !s.elements()[0].is_string()) {
       throw fail("steps of the form (op name, operand index, ...), got " + ir::print_value(s));
     }
     FusedStep step{.op = s.elements()[0].as_string(), .operands = {}};
-    if (std::find(ops.begin(), ops.end(), step.op) == ops.end()) {
-      throw fail("steps of a supported elementwise op, got '" + step.op + "'");
+    const OpDef* def = Registry::global().find(step.op);
+    if (def == nullptr || !def->fusable) {
+      throw fail("steps of a fusable elementwise op, got '" + step.op + "'");
     }
     const std::size_t available = num_inputs + steps.size();
     for (std::size_t i = 1; i < s.elements().size(); ++i) {

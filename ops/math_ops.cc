@@ -174,32 +174,32 @@ Grads extremum_grads(Emitter& e, const BpropArgs& a, const Var& x_wins) {
 }
 
 void register_arithmetic(Registry& r) {
-  r.add(binary(
+  r.add(fusable(binary(
       "Add", Accepts::kNumeric,
       [](Emitter& e, const BpropArgs& a) -> Grads {
         return to_input_shapes(e, a, {a.dout, a.dout});
       },
-      "x + y, broadcasting"));
-  r.add(binary(
+      "x + y, broadcasting")));
+  r.add(fusable(binary(
       "Sub", Accepts::kNumeric,
       [](Emitter& e, const BpropArgs& a) -> Grads {
         return to_input_shapes(e, a, {a.dout, e.neg(a.dout)});
       },
-      "x - y, broadcasting"));
-  r.add(binary(
+      "x - y, broadcasting")));
+  r.add(fusable(binary(
       "Mul", Accepts::kNumeric,
       [](Emitter& e, const BpropArgs& a) -> Grads {
         return to_input_shapes(e, a, {e.mul(a.dout, a.inputs[1]), e.mul(a.dout, a.inputs[0])});
       },
-      "x * y, broadcasting"));
-  r.add(binary(
+      "x * y, broadcasting")));
+  r.add(fusable(binary(
       "RealDiv", Accepts::kFloating,
       [](Emitter& e, const BpropArgs& a) -> Grads {
         // d(x/y)/dy = -(x/y)/y: reuse out rather than squaring y.
         const Var dx = e.div(a.dout, a.inputs[1]);
         return to_input_shapes(e, a, {dx, e.neg(e.mul(dx, a.out))});
       },
-      "x / y for floating tensors, broadcasting"));
+      "x / y for floating tensors, broadcasting")));
   r.add(binary(
       "Pow", Accepts::kFloating,
       [](Emitter& e, const BpropArgs& a) -> Grads {
@@ -215,37 +215,37 @@ void register_arithmetic(Registry& r) {
         return to_input_shapes(e, a, {dx, dy});
       },
       "x ** y for floating tensors, broadcasting"));
-  r.add(binary(
+  r.add(fusable(binary(
       "Maximum", Accepts::kNumeric,
       [](Emitter& e, const BpropArgs& a) -> Grads {
         return extremum_grads(e, a, e.emit("Greater", {a.inputs[0], a.inputs[1]}));
       },
-      "elementwise max(x, y), broadcasting"));
-  r.add(binary(
+      "elementwise max(x, y), broadcasting")));
+  r.add(fusable(binary(
       "Minimum", Accepts::kNumeric,
       [](Emitter& e, const BpropArgs& a) -> Grads {
         return extremum_grads(e, a, e.emit("Less", {a.inputs[0], a.inputs[1]}));
       },
-      "elementwise min(x, y), broadcasting"));
+      "elementwise min(x, y), broadcasting")));
 }
 
 void register_unary(Registry& r) {
-  r.add(unary(
+  r.add(fusable(unary(
       "Neg", Accepts::kNumeric,
-      [](Emitter& e, const BpropArgs& a) -> Grads { return {e.neg(a.dout)}; }, "-x"));
-  r.add(unary(
+      [](Emitter& e, const BpropArgs& a) -> Grads { return {e.neg(a.dout)}; }, "-x")));
+  r.add(fusable(unary(
       "Square", Accepts::kNumeric,
       [](Emitter& e, const BpropArgs& a) -> Grads {
         const Var& x = a.inputs[0];
         return {e.mul(a.dout, e.mul(x, e.scalar_like(x, 2.0)))};
       },
-      "x * x"));
-  r.add(unary(
+      "x * x")));
+  r.add(fusable(unary(
       "Sqrt", Accepts::kFloating,
       [](Emitter& e, const BpropArgs& a) -> Grads {
         return {e.div(e.mul(a.dout, e.scalar_like(a.out, 0.5)), a.out)};
       },
-      "square root"));
+      "square root")));
   r.add(unary(
       "Rsqrt", Accepts::kFloating,
       [](Emitter& e, const BpropArgs& a) -> Grads {
@@ -254,19 +254,19 @@ void register_unary(Registry& r) {
         return {e.mul(a.dout, e.mul(cube, e.scalar_like(a.out, -0.5)))};
       },
       "1 / sqrt(x)"));
-  r.add(unary(
+  r.add(fusable(unary(
       "Exp", Accepts::kFloating,
-      [](Emitter& e, const BpropArgs& a) -> Grads { return {e.mul(a.dout, a.out)}; }, "e ** x"));
-  r.add(unary(
+      [](Emitter& e, const BpropArgs& a) -> Grads { return {e.mul(a.dout, a.out)}; }, "e ** x")));
+  r.add(fusable(unary(
       "Log", Accepts::kFloating,
       [](Emitter& e, const BpropArgs& a) -> Grads { return {e.div(a.dout, a.inputs[0])}; },
-      "natural logarithm"));
-  r.add(unary(
+      "natural logarithm")));
+  r.add(fusable(unary(
       "Abs", Accepts::kNumeric,
       [](Emitter& e, const BpropArgs& a) -> Grads {
         return {e.mul(a.dout, e.emit("Sign", {a.inputs[0]}))};
       },
-      "|x|"));
+      "|x|")));
   r.add(unary(
       "Sign", Accepts::kNumeric,
       [](Emitter& e, const BpropArgs& a) -> Grads { return {e.zeros_like(a.inputs[0])}; },

@@ -104,6 +104,9 @@ struct OpDef {
   BpropFn bprop;                  // empty when not differentiable
   std::string not_differentiable_because;  // required when bprop is empty
   std::string summary;            // one line for `loom ops` and docs/ops.md
+  // An elementwise op that FusedElementwise may contain (the fuse pass groups it): each
+  // backend's kernels of it declare a block functor (backends/kernel.h, KernelDef::block).
+  bool fusable = false;
   // The kernels are registered at run time by another room (parallel::init for the
   // communication ops), not by backends/: absent from a process that did not initialise it.
   bool runtime_kernels = false;
@@ -155,8 +158,8 @@ struct FusedStep {
   std::vector<std::size_t> operands;
 };
 
-// The elementwise ops a FusedElementwise program may use.
-const std::vector<std::string>& fused_elementwise_ops();
+// `def` marked fusable (OpDef::fusable), for registrations: r.add(fusable(binary(...))).
+OpDef fusable(OpDef def);
 // Decodes and checks a `program` attribute for `num_inputs` inputs; throws ValueError naming
 // FusedElementwise when it is malformed.
 std::vector<FusedStep> fused_program(const Value& program, std::size_t num_inputs);

@@ -34,12 +34,22 @@ std::int64_t epoch_of(std::int64_t i, std::int64_t step_per_epoch) { return i / 
 
 }  // namespace
 
-LearningRate::LearningRate(std::vector<double> per_step) : values_(std::move(per_step)) {
+LearningRate::LearningRate(std::vector<double> per_step)
+    : values_(std::move(per_step)), kind_(Kind::kList) {
   if (values_.empty()) fail("LearningRate", "a non-empty per-step list", "an empty list");
+}
+
+LearningRate LearningRate::schedule(std::function<double(std::int64_t)> f) {
+  if (!f) fail("LearningRate::schedule", "a function", "none");
+  LearningRate r;
+  r.schedule_ = std::move(f);
+  r.kind_ = Kind::kSchedule;
+  return r;
 }
 
 double LearningRate::at(std::int64_t step) const {
   if (step < 0) fail("LearningRate.at", "a non-negative step", std::to_string(step));
+  if (kind_ == Kind::kSchedule) return schedule_(step);
   const auto n = static_cast<std::int64_t>(values_.size());
   return values_[static_cast<std::size_t>(std::min(step, n - 1))];
 }

@@ -24,25 +24,35 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace loom::optim {
 
-// A learning rate: one constant, or one value per step.
+// A learning rate: one constant, one value per step (MindSpore's list or Tensor learning rate),
+// or a schedule — a function of the 0-based global step (MindSpore's LearningRateSchedule).
 class LearningRate {
  public:
-  LearningRate(double constant) : values_{constant}, constant_(true) {}  // NOLINT: implicit
-  LearningRate(std::vector<double> per_step);  // NOLINT: implicit; ValueError when empty
+  enum class Kind { kConstant, kList, kSchedule };
 
-  bool is_constant() const { return constant_; }
-  // The rate at `step` (>= 0); steps past the end of a list get its last value.
+  LearningRate(double constant) : values_{constant}, kind_(Kind::kConstant) {}  // NOLINT
+  LearningRate(std::vector<double> per_step);  // NOLINT: implicit; ValueError when empty
+  // ValueError when `f` is empty.
+  static LearningRate schedule(std::function<double(std::int64_t step)> f);
+
+  Kind kind() const { return kind_; }
+  bool is_constant() const { return kind_ == Kind::kConstant; }
+  // The rate at `step` (>= 0); steps past the end of a list get its last value (MindSpore
+  // fails there; a resumed run that trains longer than the list keeps its last rate).
   double at(std::int64_t step) const;
-  // The per-step values (one element for a constant).
+  // The per-step values (one element for a constant, none for a schedule).
   const std::vector<double>& values() const { return values_; }
 
  private:
+  LearningRate() = default;
   std::vector<double> values_;
-  bool constant_ = false;
+  std::function<double(std::int64_t)> schedule_;
+  Kind kind_ = Kind::kConstant;
 };
 
 std::vector<double> piecewise_constant_lr(const std::vector<std::int64_t>& milestone,

@@ -2,6 +2,7 @@
 // by parallel::init(): backends/ does not depend on MPI.
 #include <cstring>
 
+#include "backends/backend.h"
 #include "backends/kernel.h"
 #include "parallel/parallel.h"
 
@@ -28,13 +29,13 @@ void wait_kernel(const backend::KernelContext& k) {
 }
 
 void add_once(backend::KernelRegistry& r, std::string_view op, DType d, backend::Kernel kernel) {
-  if (!r.find(op, d, backend::Device::kCPU)) r.add(op, d, backend::Device::kCPU, kernel);
+  if (!r.find(op, d)) r.add(op, d, kernel);
 }
 
 }  // namespace
 
 void register_comm_kernels() {
-  backend::KernelRegistry& r = backend::KernelRegistry::global_mutable();
+  backend::KernelRegistry& r = backend::cpu_backend().kernels_mutable();
   add_once(r, "AllReduce", DType::kFloat32, all_reduce_kernel);
   add_once(r, "AllReduce", DType::kFloat64, all_reduce_kernel);
   add_once(r, "AllReduceStart", DType::kInt64, start_kernel);

@@ -3,7 +3,7 @@
 //
 //   parallel::init(&argc, &argv);                 // size 1 without mpirun, or in a build without MPI
 //   random::seed_all(1);                         // the same seed on every rank
-//   nn::Model model(net, loss, {.kind = nn::OptimizerKind::kMomentum, .learning_rate = 0.01});
+//   nn::Model model(net, loss, nn::OptimizerSpec{.learning_rate = 0.01});
 //   // (resume: restore the checkpoint on every rank — or on rank 0 only — before this line)
 //   parallel::setup_data_parallel(model, parallel::world());   // reducer + broadcast from rank 0
 //   auto ds = parallel::shard_for_rank(data->shuffle(), parallel::world())->batch(16);
@@ -166,11 +166,12 @@ struct DataParallelOptions {
   ReducerOptions reducer;
 };
 
-// Everything a training loop needs (for tools/ and users): sets the gradient reducer on the step
-// cell, then broadcasts rank 0's parameters (every Parameter of the network, trainable or not),
-// optimizer states (by name, created on the other ranks when only rank 0 has them, as after a
-// rank-0 restore) and step count. Call before the first step, after any restore. Size 1: does
-// nothing (no reducer is set, nothing is broadcast).
+// Everything a training loop needs (for the training library and users): sets the gradient
+// reducer on the step cell, then broadcasts rank 0's parameters (every Parameter of the network,
+// trainable or not), optimizer states (every rank's optimizer made the same ones) and step count.
+// The Model version also sets the Model's reducer: metrics and epoch losses are summed over the
+// ranks (fixed order). Call before the first step, after any restore. Size 1: does nothing (no
+// reducer is set, nothing is broadcast).
 void setup_data_parallel(nn::TrainOneStepCell& cell, Communicator& comm,
                          const DataParallelOptions& options = {});
 void setup_data_parallel(nn::Model& model, Communicator& comm,

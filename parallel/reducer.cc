@@ -86,38 +86,11 @@ void setup_data_parallel(nn::TrainOneStepCell& cell, Communicator& comm,
   if (comm.size() == 1) return;
   cell.set_gradient_reducer(make_gradient_reducer(comm, options.reducer));
   broadcast_parameters(cell.network(), comm);
-  // Optimizer states: rank 0's list (name, dtype, shape), then the values.
-  std::string list;
-  if (comm.rank() == 0) {
-    std::ostringstream os;
-    for (const auto& [name, t] : cell.states()) {
-      os << name << '\t' << static_cast<int>(t.dtype()) << '\t' << t.rank();
-      for (std::int64_t d : t.shape()) os << '\t' << d;
-      os << '\n';
-    }
-    list = os.str();
-  }
-  comm.broadcast_bytes(list, 0);
-  std::istringstream is(list);
-  std::string line;
-  while (std::getline(is, line)) {
-    std::istringstream ls(line);
-    std::string name;
-    int dt = 0;
-    std::int64_t rank = 0;
-    std::getline(ls, name, '\t');
-    ls >> dt >> rank;
-    Shape shape(static_cast<std::size_t>(rank));
-    for (auto& d : shape) ls >> d;
-    const Tensor* existing = cell.state(name);
-    if (existing && existing->dtype() == static_cast<DType>(dt) && existing->shape() == shape) {
-      Tensor t = *existing;  // shares the storage: broadcast in place
-      comm.broadcast(t, 0);
-    } else {
-      Tensor t(static_cast<DType>(dt), shape);
-      comm.broadcast(t, 0);
-      cell.set_state(name, t);
-    }
+  // Optimizer states: every rank made the same ones (the same network's parameters, in name
+  // order); rank 0's values, written in place.
+  for (const auto& [name, t] : cell.states()) {
+    Tensor shared = t;  // shares the storage
+    comm.broadcast(shared, 0);
   }
   Tensor steps = Tensor::scalar(DType::kInt64, static_cast<double>(cell.num_steps()));
   comm.broadcast(steps, 0);
@@ -127,6 +100,13 @@ void setup_data_parallel(nn::TrainOneStepCell& cell, Communicator& comm,
 void setup_data_parallel(nn::Model& model, Communicator& comm, const DataParallelOptions& options) {
   if (comm.size() == 1) return;
   setup_data_parallel(model.build_train_network(), comm, options);
+  // Metrics and epoch losses summed over the ranks, in a fixed order (every rank the same bits).
+  model.set_reducer([&comm](std::vector<double>& values) {
+    Tensor t = Tensor::from_vector<double>({static_cast<std::int64_t>(values.size())}, values);
+    comm.all_reduce(t, /*mean=*/false, /*deterministic=*/true);
+    const double* p = t.data<double>();
+    std::copy(p, p + values.size(), values.begin());
+  });
 }
 
 data::DatasetPtr shard_for_rank(const data::DatasetPtr& dataset, const Communicator& comm) {

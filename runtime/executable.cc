@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "backends/thread_pool.h"
+#include "backends/backend.h"
 #include "core/ir/abstract.h"
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
@@ -27,17 +27,6 @@ using ir::Node;
 using ir::Value;
 
 constexpr std::int64_t kEnd = INT64_MAX;  // "live to the end of the run"
-
-// Ops whose kernels read element i of input j before writing element i of output j, for the
-// listed (input, output) pairs: an output may then share the input's buffer. Single-output
-// elementwise ops are alias tolerant for every same-shape input (checked separately).
-const std::vector<std::pair<std::size_t, std::size_t>>* alias_pairs(std::string_view op) {
-  static const std::vector<std::pair<std::size_t, std::size_t>> momentum = {{0, 0}, {1, 1}};
-  static const std::vector<std::pair<std::size_t, std::size_t>> adam = {{0, 0}, {1, 1}, {2, 2}};
-  if (op == "ApplyMomentum") return &momentum;
-  if (op == "ApplyAdam") return &adam;
-  return nullptr;
-}
 
 bool is_control(const ir::Primitive* p) {
   return p && (p->name() == ir::kIfPrim || p->name() == ir::kWhilePrim);
@@ -61,9 +50,12 @@ bool has_control(const FuncGraph& g) {
   return false;
 }
 
+// A predicate's value, read through the backend when it lives on a device.
 bool truth(const Value& v, const char* what) {
   if (v.is_scalar()) return v.as_bool();
-  if (v.is_tensor() && v.as_tensor().numel() == 1) return v.as_tensor().get(0) != 0;
+  if (v.is_tensor() && v.as_tensor().numel() == 1) {
+    return backend::to_host(v.as_tensor()).get(0) != 0;
+  }
   throw TypeError(std::string("run: expected a scalar ") + what + ", got a " +
                   std::string(Value::kind_name(v.kind())));
 }
@@ -90,32 +82,6 @@ bool needs_infer(const FuncGraph& g) {
 
 }  // namespace
 
-bool writes_every_output_element(std::string_view op) {
-  // Kept to the kernels of backends/cpu/{math,activation,array,matmul,optimizer,fused}_kernels.cc,
-  // each of which assigns every output element in a loop over the whole output, and to those of
-  // conv_kernels.cc (every GEMM has beta 0 or follows a fill; col2im fills its planes; the
-  // implicit GEMMs store every result), pool_kernels.cc, and BatchNorm / BatchNormGrad of
-  // norm_loss_kernels.cc (y and dx plane by plane, the statistics channel by channel). The
-  // owners of other kernels add theirs here together with a case in the runtime test.
-  static const std::unordered_set<std::string_view> ops = {
-      // math
-      "Add", "Sub", "Mul", "RealDiv", "Pow", "Maximum", "Minimum", "Equal", "Less", "Greater",
-      "Neg", "Square", "Abs", "Sign", "Sqrt", "Rsqrt", "Exp", "Log", "Select", "ZerosLike",
-      "OnesLike",
-      // activation
-      "ReLU", "ReluGrad", "ReLU6", "Sigmoid", "Tanh", "GeLU",
-      // array (a byte copy)
-      "Flatten",
-      // dense, bias, optimizer, fused
-      "MatMul", "BiasAdd", "BiasAddGrad", "ApplyMomentum", "ApplyAdam", "MatMulBiasAct",
-      // convolution and pooling
-      "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad",
-      "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad",
-      // normalization
-      "BatchNorm", "BatchNormGrad"};
-  return ops.count(op) > 0;
-}
-
 // An If / While launch: the trees of its operands (buffers, tuples, non-tensor constants) and
 // the nested plans it runs.
 struct Executable::Control {
@@ -133,7 +99,8 @@ class Compiler {
   Compiler(Executable& exe, const CompileOptions& options) : x_(exe), options_(options) {}
 
   // An Executable that interprets `graph`; one that runs its flattened launches.
-  static std::unique_ptr<Executable> fallback(const FuncGraph& graph, backend::Backend& b);
+  static std::unique_ptr<Executable> fallback(const FuncGraph& graph, backend::Backend& b,
+                                              const CompileOptions& options);
   static std::unique_ptr<Executable> flat(const FuncGraph& graph, backend::Backend& b,
                                           const CompileOptions& options);
 
@@ -251,7 +218,7 @@ class Compiler {
     Executable::Launch l;
     l.prim = prim;
     l.name = c.name();
-    l.scope = c.debug().scope;
+    l.debug = c.debug();
     if (is_control(prim.get())) return lower_control(c, std::move(l));
     for (std::size_t i = 0; i < c.num_args(); ++i) flatten(tree_of(c.arg(i)), l.inputs, name);
     if (!c.abstract()) throw InternalError(name + ": expected an inferred node, got none");
@@ -266,9 +233,26 @@ class Compiler {
       throw TypeError(name + ": expected a " + std::string(x_.backend_->name()) + " kernel for " +
                       std::string(dtype_name(key)) + ", got none");
     }
-    elementwise_.push_back(def.trait == ops::Trait::kElementwise && l.outputs.size() == 1);
+    prepare(l);
+    elementwise_.push_back(l.kernel->elementwise_in_place && l.outputs.size() == 1);
     x_.launches_.push_back(std::move(l));
     return out;
+  }
+
+  // The kernel's compile-time step: its plan, and its workspace as a buffer of its own.
+  void prepare(Executable::Launch& l) {
+    if (!l.kernel->prepare) return;
+    std::vector<backend::TensorType> in, out;
+    for (std::size_t b : l.inputs) in.push_back({x_.buffers_[b].dtype, x_.buffers_[b].shape});
+    for (std::size_t b : l.outputs) out.push_back({x_.buffers_[b].dtype, x_.buffers_[b].shape});
+    backend::Prepared p =
+        l.kernel->prepare(backend::PrepareContext{*l.prim, in, out, x_.backend_->context()});
+    l.state = std::move(p.state);
+    if (p.workspace_bytes > 0) {
+      l.workspace = static_cast<std::ptrdiff_t>(
+          add_buffer(Executable::BufferKind::kWorkspace, DType::kUInt8,
+                     {static_cast<std::int64_t>(p.workspace_bytes)}));
+    }
   }
 
   // Buffer leaves of a tree (constants skipped): what a control launch reads.
@@ -286,6 +270,8 @@ class Compiler {
     if (it == x_.subs_.end()) {
       CompileOptions nested_options;
       nested_options.max_loop_iterations = options_.max_loop_iterations;
+      nested_options.keep_inputs = options_.keep_inputs;
+      nested_options.in_place = options_.in_place;
       it = x_.subs_.emplace(g, compile(*g, *x_.backend_, nested_options)).first;
     }
     return it->second.get();
@@ -366,7 +352,7 @@ class Compiler {
         x_.sum_intermediates_ += round_up(static_cast<std::size_t>(shape_numel(buf.shape)) * dtype_size(buf.dtype));
       }
     }
-    if (!options_.in_place) return;
+    if (!options_.in_place || options_.keep_inputs) return;
     const std::vector<std::int64_t> last = last_uses();
     std::unordered_map<std::size_t, std::int64_t> eff_last;  // representative -> its last read
     auto last_of = [&](std::size_t r) {
@@ -445,15 +431,18 @@ class Compiler {
     }
     if (last_read < first_write) return true;
     if (last_read > first_write) return false;
-    // Read and written by the same launch: only where the kernel tolerates the aliasing.
+    // Read and written by the same launch: only where the kernel tolerates the aliasing, and
+    // no observer reads the launch's inputs afterwards.
+    if (options_.keep_inputs) return false;
     const auto& l = x_.launches_[static_cast<std::size_t>(first_write)];
     if (elementwise_[static_cast<std::size_t>(first_write)]) return true;
-    const auto* pairs = alias_pairs(l.prim->name());
-    if (!pairs) return false;
+    if (l.control || l.kernel->in_place.empty()) return false;
     for (std::size_t i = 0; i < l.inputs.size(); ++i) {
       if (l.inputs[i] != pb) continue;
       bool ok = false;
-      for (auto [in, out] : *pairs) ok |= in == i && out < l.outputs.size() && l.outputs[out] == ob;
+      for (auto [in, out] : l.kernel->in_place) {
+        ok |= in == i && out < l.outputs.size() && l.outputs[out] == ob;
+      }
       if (!ok) return false;
     }
     return true;
@@ -464,6 +453,14 @@ class Compiler {
     const auto n = static_cast<std::int64_t>(x_.launches_.size());
     std::unordered_map<std::size_t, std::size_t> index;
     for (std::size_t i = 0; i < x_.launches_.size(); ++i) {
+      // A workspace lives for its launch only.
+      if (x_.launches_[i].workspace >= 0) {
+        const auto b = static_cast<std::size_t>(x_.launches_[i].workspace);
+        index[b] = x_.planned_.size();
+        x_.planned_.push_back(b);
+        const auto at = static_cast<std::int64_t>(i);
+        x_.lives_.push_back({static_cast<std::size_t>(x_.buffers_[b].shape[0]), at, at});
+      }
       for (std::size_t b : x_.launches_[i].outputs) {
         if (x_.buffers_[b].kind != Executable::BufferKind::kIntermediate || index.count(b)) continue;
         index[b] = x_.planned_.size();
@@ -517,7 +514,9 @@ std::size_t Executable::arena_bytes(const Value& v) const {
 
 Value Executable::copy_out_of_arena(const Value& v) const {
   if (v.is_tensor()) {
-    return arena_ && v.as_tensor().storage() == arena_ ? Value::tensor(v.as_tensor().clone()) : v;
+    return arena_ && v.as_tensor().storage() == arena_
+               ? Value::tensor(backend::clone_on_device(v.as_tensor()))
+               : v;
   }
   if (v.is_tuple() && escapes_arena(v)) {
     std::vector<Value> elements;
@@ -538,9 +537,13 @@ bool Executable::escapes_arena(const Value& v) const {
   return false;
 }
 
+std::unique_ptr<Executable> compile(const FuncGraph& graph) {
+  return compile(graph, backend::cpu_backend());
+}
+
 std::unique_ptr<Executable> compile(const FuncGraph& graph, backend::Backend& b,
                                     const CompileOptions& options) {
-  if (!compilable(graph)) return Compiler::fallback(graph, b);
+  if (options.interpret || !compilable(graph)) return Compiler::fallback(graph, b, options);
   if (!has_control(graph)) return Compiler::flat(graph, b, options);
   // Control flow: nested plans, compiled now. Recursion through If / While, and whatever the
   // compiler cannot plan (unknown shapes, graph-valued parameters), runs the interpreter.
@@ -555,14 +558,18 @@ std::unique_ptr<Executable> compile(const FuncGraph& graph, backend::Backend& b,
   try {
     return Compiler::flat(graph, b, options);
   } catch (const Error&) {
-    return Compiler::fallback(graph, b);
+    return Compiler::fallback(graph, b, options);
   }
 }
 
-std::unique_ptr<Executable> Compiler::fallback(const FuncGraph& graph, backend::Backend& b) {
+std::unique_ptr<Executable> Compiler::fallback(const FuncGraph& graph, backend::Backend& b,
+                                               const CompileOptions& options) {
   std::unique_ptr<Executable> exe(new Executable());
   exe->backend_ = &b;
   exe->fallback_ = &graph;
+  exe->graph_name_ = graph.name();
+  exe->fallback_donate_ = options.donate;
+  exe->max_loop_iterations_ = options.max_loop_iterations;
   return exe;
 }
 
@@ -570,6 +577,7 @@ std::unique_ptr<Executable> Compiler::flat(const FuncGraph& graph, backend::Back
                                            const CompileOptions& options) {
   std::unique_ptr<Executable> exe(new Executable());
   exe->backend_ = &b;
+  exe->graph_name_ = graph.name();
   exe->max_loop_iterations_ = options.max_loop_iterations;
   // The graph's abstracts are annotations: filling missing ones does not change its meaning.
   if (needs_infer(graph)) passes::infer_graph(const_cast<FuncGraph*>(&graph));
@@ -577,11 +585,10 @@ std::unique_ptr<Executable> Compiler::flat(const FuncGraph& graph, backend::Back
   c.run(graph);
   // Mark first writes: an output slot allocates when `fresh`.
   std::size_t k = 0;
-  const bool cpu = b.device() == backend::Device::kCPU;
   for (auto& l : exe->launches_) {
     l.fresh.resize(l.outputs.size());
     for (std::size_t j = 0; j < l.outputs.size(); ++j) l.fresh[j] = c.fresh_[k++];
-    if (cpu && !l.control && writes_every_output_element(l.prim->name())) {
+    if (!l.control && l.kernel->writes_every_output) {
       bool empty_input = false;
       for (std::size_t in : l.inputs) empty_input |= shape_numel(exe->buffers_[in].shape) == 0;
       l.zero_fresh = empty_input;
@@ -589,9 +596,19 @@ std::unique_ptr<Executable> Compiler::flat(const FuncGraph& graph, backend::Back
   }
   exe->cur_.resize(exe->buffers_.size());
   for (std::size_t i = 0; i < exe->buffers_.size(); ++i) {
-    if (exe->buffers_[i].kind == Executable::BufferKind::kConstant) exe->cur_[i] = exe->buffers_[i].value;
+    if (exe->buffers_[i].kind == Executable::BufferKind::kConstant) {
+      // Constants live where the kernels read them (copied once to a device).
+      exe->cur_[i] = backend::to_device(exe->buffers_[i].value, b);
+    }
   }
   return exe;
+}
+
+void Executable::set_observers(std::shared_ptr<const ObserverList> observers, int depth) {
+  if (observers && observers->empty()) observers.reset();
+  observers_ = observers;
+  depth_ = depth;
+  for (auto& [g, sub] : subs_) sub->set_observers(observers, depth + 1);
 }
 
 void Executable::run_control(const Launch& l) {
@@ -647,19 +664,53 @@ Value Executable::build(const Tree& t) const {
   return Value::tuple(std::move(elements));
 }
 
+namespace {
+
+// Output leaf k of `out` (tuples flattened in order), or null.
+const Value* output_leaf(const Value& out, std::size_t k, std::size_t& seen) {
+  if (!out.is_tuple()) return seen++ == k ? &out : nullptr;
+  for (const Value& e : out.elements()) {
+    if (const Value* v = output_leaf(e, k, seen)) return v;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Value Executable::run_interpreted(const std::vector<Value>& args) {
+  InterpretOptions options;
+  options.max_loop_iterations = max_loop_iterations_;
+  options.observers = observers_.get();
+  options.depth = depth_;
+  Value out = interpret(*fallback_, args, options);
+  // Donation's promise holds here too: the new values end up in the arguments' storage.
+  for (auto [k, p] : fallback_donate_) {
+    std::size_t seen = 0;
+    const Value* v = output_leaf(out, k, seen);
+    if (v == nullptr || !v->is_tensor() || p >= args.size() || !args[p].is_tensor()) continue;
+    const Tensor& src = v->as_tensor();
+    const Tensor& dst = args[p].as_tensor();
+    if (src.raw_data() != dst.raw_data() && src.nbytes() == dst.nbytes()) {
+      backend_->copy(const_cast<Tensor&>(dst).raw_data(), src.raw_data(), src.nbytes());
+    }
+  }
+  return out;
+}
+
 Value Executable::run(std::vector<Value> args) {
-  if (fallback_) return interpret(*fallback_, args);
+  if (fallback_) return run_interpreted(args);
   if (args.size() > param_buffers_.size()) {
     throw ValueError("run: expected at most " + std::to_string(param_buffers_.size()) +
                      " arguments, got " + std::to_string(args.size()));
   }
   args.resize(param_buffers_.size());
+  const Device device = backend_->device();
   for (std::size_t i = 0; i < param_buffers_.size(); ++i) {
     if (args[i].is_none()) {
       if (param_defaults_[i].is_none()) {
         throw ValueError("run: expected an argument for parameter " + std::to_string(i) + ", got none");
       }
-      args[i] = param_defaults_[i];
+      args[i] = Value::tensor(backend::to_device(param_defaults_[i].as_tensor(), *backend_));
     }
     const Buffer& b = buffers_[param_buffers_[i]];
     if (!args[i].is_tensor() || args[i].as_tensor().dtype() != b.dtype ||
@@ -668,16 +719,22 @@ Value Executable::run(std::vector<Value> args) {
                        std::string(dtype_name(b.dtype)) + " tensor of shape " +
                        shape_to_string(b.shape) + ", got another value");
     }
+    if (args[i].as_tensor().device() != device) {
+      throw ValueError("run: expected argument " + std::to_string(i) + " on " +
+                       std::string(device_name(device)) + ", got a tensor on " +
+                       std::string(device_name(args[i].as_tensor().device())));
+    }
     cur_[param_buffers_[i]] = args[i].as_tensor();
   }
   if (!arena_) {
-    arena_ = std::make_shared<Storage>(plan_.peak_bytes);
+    arena_ = backend_->allocate(plan_.peak_bytes);
     for (std::size_t k = 0; k < planned_.size(); ++k) {
       const Buffer& b = buffers_[planned_[k]];
       cur_[planned_[k]] = Tensor::view(arena_, plan_.offsets[k], b.dtype, b.shape);
     }
   }
-  backend::ThreadPool& pool = backend::ThreadPool::global();
+  backend::ExecutionContext& exec = backend_->context();
+  const ObserverList* observers = observers_.get();
   ins_.clear();  // a launch that threw left its operands here
   outs_.clear();
   for (std::size_t li = 0; li < launches_.size(); ++li) {
@@ -685,27 +742,35 @@ Value Executable::run(std::vector<Value> args) {
     for (std::size_t j = 0; j < l.outputs.size() && l.zero_fresh; ++j) {
       if (!l.fresh[j]) continue;
       Tensor& t = cur_[l.outputs[j]];
-      std::memset(t.raw_data(), 0, t.nbytes());  // kernels get zeroed outputs, as in eager
+      backend_->fill_zero(t.raw_data(), t.nbytes());  // kernels get zeroed outputs, as in eager
     }
     for (std::size_t b : l.inputs) ins_.push_back(cur_[b]);
     for (std::size_t b : l.outputs) outs_.push_back(cur_[b]);
-    backend::KernelContext ctx{*l.prim, ins_, outs_, pool};
-    if (!hook_) {
+    backend::KernelContext ctx{*l.prim, ins_, outs_, exec, l.state.get()};
+    if (l.workspace >= 0) {
+      Tensor& w = cur_[static_cast<std::size_t>(l.workspace)];
+      ctx.workspace = w.raw_data();
+      ctx.workspace_bytes = w.nbytes();
+    }
+    if (observers == nullptr) {
       if (l.control) {
         run_control(l);
       } else {
-        l.kernel(ctx);
+        l.kernel->run(ctx);
       }
     } else {
+      LaunchEvent event{li, depth_, graph_name_, l.prim->name(), l.name, l.debug, ins_, outs_, -1};
+      notify_before(*observers, event);
       const auto t0 = std::chrono::steady_clock::now();
       if (l.control) {
         run_control(l);
       } else {
-        l.kernel(ctx);
+        l.kernel->run(ctx);
       }
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now() - t0).count();
-      hook_(LaunchInfo{li, l.prim->name(), l.name, l.scope, ins_, outs_, ns});
+      backend_->synchronize();
+      event.elapsed_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now() - t0).count();
+      notify_after(*observers, event);
     }
     ins_.clear();
     outs_.clear();
@@ -730,31 +795,6 @@ Value Executable::run(std::vector<Value> args) {
     }
   }
   return out;
-}
-
-CompiledFunction::CompiledFunction(FuncGraph* graph, CompileOptions options, backend::Backend& b)
-    : graph_(graph), options_(std::move(options)), backend_(&b) {}
-
-Value CompiledFunction::operator()(std::vector<Value> args) {
-  std::string key;
-  std::vector<ir::AbstractPtr> abstracts;
-  const auto& params = graph_->parameters();
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    ir::AbstractPtr a = i < args.size() ? ir::Abstract::of_value(args[i])
-                        : params[i]->has_default()
-                            ? ir::Abstract::of_value(Value::tensor(*params[i]->default_value()))
-                            : params[i]->abstract();
-    key += a ? a->to_string() : "?";
-    key += ';';
-    abstracts.push_back(std::move(a));
-  }
-  auto it = cache_.find(key);
-  if (it == cache_.end()) {
-    passes::infer_graph(graph_, abstracts);
-    it = cache_.emplace(key, compile(*graph_, *backend_, options_)).first;
-    ++num_compilations_;
-  }
-  return it->second->run(std::move(args));
 }
 
 }  // namespace loom::runtime

@@ -48,6 +48,7 @@
 #include "backends/backend.h"
 #include "core/ir/value.h"
 #include "runtime/memory_plan.h"
+#include "runtime/observer.h"
 
 namespace loom::ir {
 class FuncGraph;
@@ -55,22 +56,18 @@ class FuncGraph;
 
 namespace loom::runtime {
 
-// What a hook sees after each launch.
-struct LaunchInfo {
-  std::size_t index;              // position in the launch order
-  std::string_view op;            // primitive name
-  std::string_view name;          // the node's name ("" when unnamed)
-  std::string_view scope;         // the node's Cell scope ("" when unknown)
-  std::span<const Tensor> inputs;
-  std::span<const Tensor> outputs;
-  std::int64_t elapsed_ns;        // the kernel alone
-};
-
 struct CompileOptions {
   // (output leaf index, parameter index): the output leaf (outputs flattened in order) is
   // written into that parameter's argument tensor.
   std::vector<std::pair<std::size_t, std::size_t>> donate;
   bool in_place = true;  // elementwise ops may write into a dying input
+  // Every launch's inputs stay intact through the launch, for observers that read them after it
+  // (Observer::needs_intact_inputs): no in-place outputs, no donation into an input of the same
+  // launch (those donations become copies after the run).
+  bool keep_inputs = false;
+  // Run the graph through the reference interpreter instead of a plan (PyNative mode; the
+  // observers and donations behave the same).
+  bool interpret = false;
   PlanStrategy strategy = PlanStrategy::kSmallerOfBoth;
   // A compiled While running more iterations than this is a ValueError, not a hang (the
   // interpreter's default limit; nested plans inherit it).
@@ -81,18 +78,22 @@ class Executable {
  public:
   struct Control;  // an If / While launch's nested plans and argument trees (executable.cc)
   struct Launch {
-    backend::Kernel kernel;
+    const backend::KernelDef* kernel = nullptr;
     ir::PrimitivePtr prim;
     std::vector<std::size_t> inputs;   // buffer ids
     std::vector<std::size_t> outputs;  // buffer ids
-    std::string name, scope;
+    std::string name;
+    ir::DebugInfo debug;
+    std::shared_ptr<const void> state;  // the kernel's Prepared::state
+    std::ptrdiff_t workspace = -1;      // the buffer of its Prepared::workspace_bytes, if any
     std::vector<bool> fresh;  // per output: this launch writes the buffer first (allocates it)
     // The fresh outputs are zero-filled before the kernel runs; false when the kernel writes
     // every element of every output itself (writes_every_output_element).
     bool zero_fresh = true;
     std::shared_ptr<Control> control;  // If / While: a control launch (kernel unset)
   };
-  enum class BufferKind { kParameter, kConstant, kIntermediate };
+  // kWorkspace: a kernel's scratch memory, planned like an intermediate, live for its launch.
+  enum class BufferKind { kParameter, kConstant, kIntermediate, kWorkspace };
   struct Buffer {
     BufferKind kind;
     DType dtype;
@@ -125,8 +126,11 @@ class Executable {
   std::size_t donations_in_place() const { return donations_in_place_; }
   std::size_t donation_copies() const { return donation_copies_.size(); }
 
-  // Called after every launch; unset (the default) costs one branch per launch.
-  void set_hook(std::function<void(const LaunchInfo&)> hook) { hook_ = std::move(hook); }
+  // The observers called around every launch (runtime/observer.h), also by the nested plans (at
+  // depth + 1) and by an interpreted graph; null or empty: none, at the cost of one branch.
+  void set_observers(std::shared_ptr<const ObserverList> observers, int depth = 0);
+  const std::string& graph_name() const { return graph_name_; }
+  backend::Backend& backend() const { return *backend_; }
 
  private:
   friend class Compiler;
@@ -143,6 +147,7 @@ class Executable {
   };
   ir::Value build(const Tree& t) const;
   void run_control(const Launch& l);
+  ir::Value run_interpreted(const std::vector<ir::Value>& args);
 
   std::map<const ir::FuncGraph*, std::unique_ptr<Executable>> subs_;  // nested plans, per graph
 
@@ -158,8 +163,11 @@ class Executable {
   MemoryPlan plan_;
   std::size_t sum_intermediates_ = 0;
   std::size_t num_in_place_ = 0, donations_in_place_ = 0;
-  std::function<void(const LaunchInfo&)> hook_;
+  std::shared_ptr<const ObserverList> observers_;
+  int depth_ = 0;
+  std::string graph_name_;
   const ir::FuncGraph* fallback_ = nullptr;
+  std::vector<std::pair<std::size_t, std::size_t>> fallback_donate_;  // interpreted: write-back
   std::int64_t max_loop_iterations_ = 10'000'000;
   std::vector<Tensor> ins_, outs_;  // scratch
   std::vector<Tensor> cur_;         // the tensor of each buffer during a run
@@ -169,36 +177,11 @@ class Executable {
   std::shared_ptr<Storage> arena_;  // the planned intermediates' memory; null until first run
 };
 
-// True for the ops whose CPU kernels write every element of every output whatever the inputs
-// (elementwise arithmetic, Select, MatMul, BiasAdd, the optimizer updates, the fused ops...): the
-// runtime then skips zero-filling their fresh outputs (a launch with an empty input still gets
-// them zeroed). Other kernels (those accumulating into their output, such as col2im or a
-// pooling gradient) keep the zero-fill. tests/runtime checks every listed op against a
-// NaN-filled output.
-bool writes_every_output_element(std::string_view op);
-
 // Compiles `graph` (inferring it first when a node lacks an abstract). The Executable keeps its
 // primitives and constants; it does not refer to the Module afterwards, except an interpreted()
 // one, which runs the graph itself.
-std::unique_ptr<Executable> compile(const ir::FuncGraph& graph,
-                                    backend::Backend& b = backend::cpu_backend(),
+std::unique_ptr<Executable> compile(const ir::FuncGraph& graph, backend::Backend& b,
                                     const CompileOptions& options = {});
-
-// A graph compiled once per input signature (dtypes and shapes): the first call with a new
-// signature re-infers the graph for it and compiles; later calls reuse that Executable.
-class CompiledFunction {
- public:
-  explicit CompiledFunction(ir::FuncGraph* graph, CompileOptions options = {},
-                            backend::Backend& b = backend::cpu_backend());
-  ir::Value operator()(std::vector<ir::Value> args);
-  std::size_t num_compilations() const { return num_compilations_; }
-
- private:
-  ir::FuncGraph* graph_;
-  CompileOptions options_;
-  backend::Backend* backend_;
-  std::map<std::string, std::unique_ptr<Executable>> cache_;
-  std::size_t num_compilations_ = 0;
-};
+std::unique_ptr<Executable> compile(const ir::FuncGraph& graph);  // on the CPU backend
 
 }  // namespace loom::runtime

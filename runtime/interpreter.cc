@@ -4,11 +4,14 @@
 // max_call_depth.
 #include "runtime/interpreter.h"
 
+#include <chrono>
 #include <unordered_map>
 
+#include "backends/backend.h"
 #include "backends/eager.h"
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
+#include "ops/op.h"
 
 namespace loom::runtime {
 
@@ -21,7 +24,10 @@ using ir::Value;
 
 class Interpreter {
  public:
-  explicit Interpreter(const InterpretOptions& options) : options_(options) {}
+  explicit Interpreter(const InterpretOptions& options)
+      : options_(options),
+        observers_(options.observers && !options.observers->empty() ? options.observers : nullptr),
+        control_depth_(options.depth) {}
 
   Value call(const FuncGraph& graph, const std::vector<Value>& args) {
     if (++depth_ > options_.max_call_depth) {
@@ -78,10 +84,53 @@ class Interpreter {
       throw InternalError("interpret: expected a primitive or graph callee in @" + graph.name() +
                           ", got another node");
     }
-    if (prim->name() == ir::kIfPrim) return eval_if(args);
-    if (prim->name() == ir::kWhilePrim) return eval_while(args);
+    if (observers_ && is_launch(*prim)) return observed(graph, c, *prim, args);
+    return run(graph, c, *prim, args);
+  }
+
+  // Kernels, If and While: what a compiled plan launches (structural ops are not launches).
+  static bool is_launch(const ir::Primitive& prim) {
+    const ops::OpDef* def = ops::Registry::global().find(prim.name());
+    return def == nullptr || def->trait != ops::Trait::kStructural;
+  }
+
+  static void tensors_of(const Value& v, std::vector<Tensor>& out) {
+    if (v.is_tensor()) {
+      out.push_back(v.as_tensor());
+    } else if (v.is_tuple()) {
+      for (const Value& e : v.elements()) tensors_of(e, out);
+    }
+  }
+
+  Value observed(const FuncGraph& graph, const CNode& c, const ir::Primitive& prim,
+                 const std::vector<Value>& args) {
+    std::vector<Tensor> ins, outs;
+    for (const Value& a : args) tensors_of(a, ins);
+    LaunchEvent event{launches_++, control_depth_, graph.name(), prim.name(), c.name(),
+                      c.debug(), ins, outs, -1};
+    notify_before(*observers_, event);
+    const auto t0 = std::chrono::steady_clock::now();
+    Value v = run(graph, c, prim, args);
+    event.elapsed_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now() - t0).count();
+    tensors_of(v, outs);
+    event.outputs = outs;
+    notify_after(*observers_, event);
+    return v;
+  }
+
+  Value run(const FuncGraph& graph, const CNode& c, const ir::Primitive& prim,
+            const std::vector<Value>& args) {
+    if (prim.name() == ir::kIfPrim || prim.name() == ir::kWhilePrim) {
+      ++control_depth_;
+      struct Leave {
+        int& depth;
+        ~Leave() { --depth; }
+      } leave{control_depth_};
+      return prim.name() == ir::kIfPrim ? eval_if(args) : eval_while(args);
+    }
     try {
-      return backend::run_op(*prim, args);
+      return backend::run_op(prim, args);
     } catch (const Error& e) {
       if (c.debug().empty()) throw;
       std::string where = " (in " + (c.debug().scope.empty() ? "@" + graph.name() : c.debug().scope);
@@ -92,7 +141,9 @@ class Interpreter {
 
   static bool truth(const Value& v, const char* what) {
     if (v.is_scalar()) return v.as_bool();
-    if (v.is_tensor() && v.as_tensor().numel() == 1) return v.as_tensor().get(0) != 0;
+    if (v.is_tensor() && v.as_tensor().numel() == 1) {
+      return backend::to_host(v.as_tensor()).get(0) != 0;
+    }
     throw TypeError(std::string("interpret: expected a scalar ") + what + ", got a " +
                     std::string(Value::kind_name(v.kind())));
   }
@@ -129,7 +180,10 @@ class Interpreter {
   }
 
   const InterpretOptions& options_;
-  int depth_ = 0;
+  const ObserverList* observers_;
+  int depth_ = 0;          // graph calls
+  int control_depth_ = 0;  // If / While nesting, for observers
+  std::size_t launches_ = 0;
 };
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/ir/value.h"
+#include "runtime/observer.h"
 
 namespace loom::ir {
 class FuncGraph;
@@ -27,8 +28,12 @@ struct InterpretOptions {
   int max_call_depth = 2000;
   // A While running more iterations than this is an error, not a hang.
   std::int64_t max_loop_iterations = 10'000'000;
-  // Called after every cnode is evaluated (dumps, watchpoints, tests).
+  // Called after every cnode is evaluated (tests).
   std::function<void(const ir::CNode&, const ir::Value&)> on_node;
+  // Called around every kernel launch, If and While (runtime/observer.h): the events of a
+  // compiled plan, at `depth` (+1 inside each If / While).
+  const ObserverList* observers = nullptr;
+  int depth = 0;
 };
 
 ir::Value interpret(const ir::FuncGraph& graph, const std::vector<ir::Value>& args,

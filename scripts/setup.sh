@@ -12,11 +12,14 @@ packages=(
   pybind11-dev python3-dev
   # oneDNN: the Float32 convolutions' fastest path (backends/cpu/conv_dnnl.h)
   libdnnl-dev
-  # OpenSSL's libcrypto: SHA-256 of the trained weights (loom train --json)
-  libssl-dev
+  # OpenSSL's libcrypto: SHA-256 of the trained weights (loom train --json); nlohmann-json: the
+  # run's result record (train/run.h)
+  libssl-dev nlohmann-json3-dev
   # test tools: FileCheck for .ir pass tests, clang + libFuzzer for fuzz targets, venv for the
   # interoperability tests' Python environments (TensorBoard, MindSpore from PyPI)
   llvm-14-tools clang libclang-rt-14-dev python3-venv
+  # Graphviz: the .dot files of save_graphs rendered in the tests
+  graphviz
   # data for the main job
   dataset-fashion-mnist
 )

@@ -139,7 +139,8 @@ void SummaryCollector::on_train_step_end(nn::RunContext& rc) {
                         step);
   }
   if (lr_ && rc.train_network) {
-    record_->add_scalar("learning_rate", rc.train_network->optimizer().learning_rate, step);
+    const optim::Optimizer& opt = rc.train_network->optimizer();
+    record_->add_scalar("learning_rate", opt.learning_rate_at(opt.global_step() - 1), step);
   } else if (lr_) {
     auto it = options_.custom_lineage_data.find("learning_rate");
     if (it != options_.custom_lineage_data.end())

@@ -14,8 +14,8 @@
 //                                     on_eval_end) as scalars named after the metric ("loss"
 //                                     becomes "eval_loss": it is not the training loss).
 //   collect_learning_rate (on)        scalar "learning_rate" at the same steps: the rate the step
-//                                     just ran with (train_network->optimizer().learning_rate, so
-//                                     a schedule's set_learning_rate shows), or, without a
+//                                     just ran with (the optimizer's rate at that step, so a
+//                                     schedule shows), or, without a
 //                                     train_network in the run context,
 //                                     custom_lineage_data["learning_rate"].
 //   collect_graph (on)                the step graph once, after the first step, with the Cell

@@ -114,7 +114,7 @@ tb::GraphDef graph_def_from(const runtime::Executable& exe) {
   std::unordered_map<std::size_t, std::string> producer;  // buffer → "name[:k]"
   for (const Executable::Launch& l : exe.launches()) {
     const std::string op = l.prim ? l.prim->name() : "Control";
-    const std::string path = cell_path(l.scope, op);
+    const std::string path = cell_path(l.debug.scope, op);
     std::vector<std::string> inputs;
     for (std::size_t b : l.inputs) {
       auto it = producer.find(b);

@@ -3,7 +3,8 @@
 // pipes it into FileCheck. It installs the CPU kernels (backend::run_op) as fold_constants'
 // evaluator.
 //
-//   ir-opt [--verify] [--passes=inline,simplify,dce] [--timing] [--dot] [--save-graphs DIR] FILE
+//   ir-opt [--verify] [--passes=inline,simplify,dce | --pipeline=train] [--timing] [--dot]
+//          [--save-graphs DIR] FILE
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -20,15 +21,19 @@
 #include "core/ir/printer.h"
 #include "core/ir/verify.h"
 #include "core/passes/pass.h"
+#include "core/passes/pipeline.h"
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: ir-opt [--verify] [--passes=LIST] [--timing] [--dot] [--save-graphs DIR] FILE\n"
+    "usage: ir-opt [--verify] [--passes=LIST | --pipeline=NAME] [--timing] [--dot]\n"
+    "              [--save-graphs DIR] FILE\n"
     "  Parses FILE ('-' for standard input), runs the passes and prints the result.\n"
     "  --verify        check the IR invariants (docs/ir.md, Invariants) of the input\n"
     "  --passes=LIST   run a pipeline: pass names separated by commas; repeat(a,b) runs a\n"
     "                  group until it changes nothing. The IR is verified after every pass.\n"
+    "  --pipeline=NAME run the pipeline loom itself runs for NAME: train (the training step),\n"
+    "                  eval (evaluation and prediction) or export (MindIR)\n"
     "  --timing        print the time each pass took to standard error\n"
     "  --dot           print Graphviz .dot instead of .ir text\n"
     "  --save-graphs DIR\n"
@@ -62,6 +67,10 @@ int run(const std::vector<std::string>& args) {
     } else if (a.starts_with("--passes=")) {
       if (pipeline) throw loom::ValueError("expected one --passes option, got also '" + a + "'");
       pipeline = a.substr(std::string_view("--passes=").size());
+    } else if (a.starts_with("--pipeline=")) {
+      if (pipeline) throw loom::ValueError("expected one --passes option, got also '" + a + "'");
+      pipeline = loom::passes::pipeline(
+          loom::passes::purpose_from_name(a.substr(std::string_view("--pipeline=").size())));
     } else if (a == "--save-graphs" || a.starts_with("--save-graphs=")) {
       if (save_graphs) throw loom::ValueError("expected one --save-graphs option, got another");
       if (a == "--save-graphs") {
@@ -81,7 +90,8 @@ int run(const std::vector<std::string>& args) {
     } else if (a.size() > 1 && a[0] == '-') {
       // main() prefixes every message with "ir-opt: ".
       throw loom::ValueError(
-          "expected an option of --verify, --passes=LIST, --timing, --dot, --save-graphs DIR, "
+          "expected an option of --verify, --passes=LIST, --pipeline=NAME, --timing, --dot, "
+          "--save-graphs DIR, "
           "got '" + a + "'");
     } else if (path.empty()) {
       path = a;

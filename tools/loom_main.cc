@@ -15,7 +15,7 @@
 
 #include "backends/cpu/conv_dnnl.h"
 #include "backends/cpu/gemm.h"
-#include "backends/kernel.h"
+#include "backends/backend.h"
 #include "core/ir/error.h"
 #include "core/ir/printer.h"
 #include "ops/op.h"
@@ -40,8 +40,12 @@ int info() {
   std::cout << "loom " << LOOM_VERSION << "\n";
   std::cout << "build type: " << LOOM_BUILD_TYPE << "\n";
   std::cout << "compiler: " << __VERSION__ << "\n";
-  std::cout << "backends: CPU\n";
-  std::cout << "CUDA: not built\n";
+  std::cout << "backends: " << loom::backend::cpu_backend().describe();
+  if (loom::backend::Backend* cuda = loom::backend::find_backend(loom::Device::kCUDA)) {
+    std::cout << "; " << cuda->describe();
+  }
+  std::cout << "\n";
+  if (!loom::backend::find_backend(loom::Device::kCUDA)) std::cout << "CUDA: not built\n";
   // default_gemm() makes the one-time switch of OpenBLAS to its AVX-512 kernels where the
   // library misdetects this CPU, so the kernel printed below is the one loom uses.
   const auto gemm = loom::backend::cpu::default_gemm();
@@ -60,7 +64,7 @@ int info() {
 }
 
 int list_ops() {
-  const auto& kernels = loom::backend::KernelRegistry::global();
+  const auto& kernels = loom::backend::cpu_backend().kernels();
   for (const loom::ops::OpDef* op : loom::ops::Registry::global().all()) {
     std::cout << op->name << "  inputs: "
               << (op->num_inputs >= 0 ? std::to_string(op->num_inputs)
@@ -68,7 +72,7 @@ int list_ops() {
     if (op->num_outputs > 1) std::cout << "  outputs: " << op->num_outputs;
     std::cout << "  " << (op->bprop ? "differentiable" : "not differentiable");
     std::string cpu;
-    for (loom::DType d : kernels.dtypes(op->name, loom::backend::Device::kCPU)) {
+    for (loom::DType d : kernels.dtypes(op->name)) {
       cpu += (cpu.empty() ? "" : ",") + std::string(loom::dtype_name(d));
     }
     if (!cpu.empty()) std::cout << "  CPU: " << cpu;

@@ -17,7 +17,10 @@ namespace {
 
 constexpr char kExportHelp[] =
     "usage: loom export <model> --output FILE.mindir [--ckpt PATH] [--dataset NAME] [--batch N]\n"
-    "  exports the model zoo's network (weights from --ckpt, else its initial values) as MindIR\n";
+    "                   [--save-graphs DIR]\n"
+    "  exports the model zoo's network (weights from --ckpt, else its initial values) as MindIR;\n"
+    "  --save-graphs DIR dumps the traced graph and every pass of the export pipeline into\n"
+    "  DIR/export/ (NN_<stage>.ir and .dot)\n";
 constexpr char kRunHelp[] =
     "usage: loom run MODEL.mindir --input X.npy [--output Y.npy]\n"
     "  runs a MindIR model (loom's or MindSpore's) on a .npy array\n";
@@ -64,7 +67,8 @@ int export_command(const std::vector<std::string>& args) {
   }
   std::map<std::string, std::string> f;
   std::vector<std::string> pos;
-  if (!parse(args, {"--ckpt", "--output", "--dataset", "--batch"}, f, pos, "export")) {
+  if (!parse(args, {"--ckpt", "--output", "--dataset", "--batch", "--save-graphs"}, f, pos,
+             "export")) {
     std::cerr << kExportHelp;
     return 2;
   }
@@ -97,7 +101,10 @@ int export_command(const std::vector<std::string>& args) {
     }
     Shape shape = r.input_shape(dataset);
     shape.insert(shape.begin(), batch);
-    mindir::export_mindir(*net, {ir::Abstract::tensor(DType::kFloat32, shape)}, f["--output"]);
+    mindir::ExportOptions options;
+    if (f.count("--save-graphs")) options.save_graphs_dir = f["--save-graphs"];
+    mindir::export_mindir(*net, {ir::Abstract::tensor(DType::kFloat32, shape)}, f["--output"],
+                          options);
     std::cout << "exported " << pos[0] << " (input Float32 " << shape_text(shape) << ") to "
               << f["--output"] << "\n";
     return 0;

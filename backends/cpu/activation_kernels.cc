@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "backends/cpu/elementwise.h"
+#include "backends/cpu/cpu.h"
 #include "backends/kernel.h"
 #include "core/random/philox.h"
 #include "backends/thread_pool.h"
@@ -47,26 +48,40 @@ using In = Eigen::Map<const Array<T>>;
 template <typename T>
 using Out = Eigen::Map<Array<T>>;
 
-// y = f(x) over spans of at most kSpan elements; f(In<T>, Out<T>).
+// y = f(x) over n contiguous elements, in spans of at most kSpan; f(In<T>, Out<T>). Spans start
+// at multiples of kSpan from x, so Eigen's packets fall on the same elements whatever blocks a
+// caller hands over (the op's kernel chunk by chunk, FusedElementwise block by block).
 template <typename T, typename F>
-void pointwise(const KernelContext& k, F f) {
+void spans(const T* x, T* y, std::int64_t n, F f) {
+  for (std::int64_t s = 0; s < n; s += kSpan) {
+    const std::int64_t m = std::min(kSpan, n - s);
+    f(In<T>(x + s, m), Out<T>(y + s, m));
+  }
+}
+
+// The op's kernel: its block functor (KernelDef::block) over the pool's chunks.
+template <typename T, BlockFn Block>
+void pointwise(const KernelContext& k) {
   const T* px = k.in(0).data<T>();
   T* py = k.out(0).data<T>();
-  k.pool.parallel_for(k.out(0).numel(), kElementwiseGrain,
-                      [&](std::int64_t begin, std::int64_t end) {
-                        for (std::int64_t s = begin; s < end; s += kSpan) {
-                          const std::int64_t n = std::min(kSpan, end - s);
-                          f(In<T>(px + s, n), Out<T>(py + s, n));
-                        }
-                      });
+  cpu::pool(k).parallel_for(k.out(0).numel(), kElementwiseGrain,
+                            [&](std::int64_t begin, std::int64_t end) {
+                              const void* in[1] = {px + begin};
+                              Block(in, py + begin, end - begin);
+                            });
+}
+
+template <typename T>
+const T* input0(const void* const* in) {
+  return static_cast<const T*>(in[0]);
 }
 
 // ---- Pointwise ----------------------------------------------------------------------------
 
 template <typename T>
-void relu(const KernelContext& k) {
+void relu_block(const void* const* in, void* out, std::int64_t n) {
   // `x < 0 ? 0 : x` keeps NaN.
-  pointwise<T>(k, [](In<T> x, Out<T> y) {
+  spans(input0<T>(in), static_cast<T*>(out), n, [](In<T> x, Out<T> y) {
     for (Eigen::Index i = 0; i < x.size(); ++i) y[i] = x[i] < T(0) ? T(0) : x[i];
   });
 }
@@ -82,8 +97,8 @@ void relu_grad(const KernelContext& k) {
   const T* pd = k.in(0).data<T>();
   const T* py = k.in(1).data<T>();
   T* px = k.out(0).data<T>();
-  k.pool.parallel_for(k.out(0).numel(), kElementwiseGrain, [&](std::int64_t begin,
-                                                               std::int64_t end) {
+  cpu::pool(k).parallel_for(k.out(0).numel(), kElementwiseGrain, [&](std::int64_t begin,
+                                                                     std::int64_t end) {
 #pragma GCC ivdep
     for (std::int64_t i = begin; i < end; ++i) {
       const U on = U(0) - static_cast<U>(py[i] > T(0));
@@ -93,8 +108,8 @@ void relu_grad(const KernelContext& k) {
 }
 
 template <typename T>
-void relu6(const KernelContext& k) {
-  pointwise<T>(k, [](In<T> x, Out<T> y) {
+void relu6_block(const void* const* in, void* out, std::int64_t n) {
+  spans(input0<T>(in), static_cast<T*>(out), n, [](In<T> x, Out<T> y) {
     for (Eigen::Index i = 0; i < x.size(); ++i) {
       y[i] = x[i] < T(0) ? T(0) : (x[i] > T(6) ? T(6) : x[i]);
     }
@@ -102,8 +117,8 @@ void relu6(const KernelContext& k) {
 }
 
 template <typename T>
-void sigmoid(const KernelContext& k) {
-  pointwise<T>(k, [](In<T> x, Out<T> y) {
+void sigmoid_block(const void* const* in, void* out, std::int64_t n) {
+  spans(input0<T>(in), static_cast<T*>(out), n, [](In<T> x, Out<T> y) {
     SpanArray<T> e = (-x.abs()).exp();
     // A plain loop on the stack buffer rather than Eigen's select, which Eigen 3.4 does not
     // vectorize.
@@ -117,16 +132,16 @@ void sigmoid(const KernelContext& k) {
 }
 
 template <typename T>
-void tanh_op(const KernelContext& k) {
-  pointwise<T>(k, [](In<T> x, Out<T> y) { y = x.tanh(); });
+void tanh_block(const void* const* in, void* out, std::int64_t n) {
+  spans(input0<T>(in), static_cast<T*>(out), n, [](In<T> x, Out<T> y) { y = x.tanh(); });
 }
 
 template <typename T>
-void gelu(const KernelContext& k) {
+void gelu_block(const void* const* in, void* out, std::int64_t n) {
   // -2u = -2 sqrt(2/pi) (x + 0.044715 x^3).
   const T minus_two_scale = T(-2 * 0.7978845608028654);
   const T cubic = T(0.044715);
-  pointwise<T>(k, [=](In<T> x, Out<T> y) {
+  spans(input0<T>(in), static_cast<T*>(out), n, [=](In<T> x, Out<T> y) {
     const SpanArray<T> z = (minus_two_scale * (x + cubic * x.cube())).exp();
     y = x / (T(1) + z);
   });
@@ -204,7 +219,7 @@ void softmax(const KernelContext& k) {
   T* py = k.out(0).data<T>();
   if (outer * n * inner == 0) return;
   if (inner == 1) {
-    k.pool.parallel_for(outer, std::max<std::int64_t>(1, kElementwiseGrain / n),
+    cpu::pool(k).parallel_for(outer, std::max<std::int64_t>(1, kElementwiseGrain / n),
                         [&](std::int64_t begin, std::int64_t end) {
                           for (std::int64_t r = begin; r < end; ++r) {
                             softmax_line<T, kLog>(px + r * n, py + r * n, n);
@@ -214,7 +229,7 @@ void softmax(const KernelContext& k) {
   }
   const std::int64_t width = std::min(kTileWidth, inner);
   const std::int64_t tiles = (inner + width - 1) / width;
-  k.pool.parallel_for(outer * tiles, std::max<std::int64_t>(1, kElementwiseGrain / (n * width)),
+  cpu::pool(k).parallel_for(outer * tiles, std::max<std::int64_t>(1, kElementwiseGrain / (n * width)),
                       [&](std::int64_t begin, std::int64_t end) {
                         Array<T> m(width), sum(width);
                         for (std::int64_t t = begin; t < end; ++t) {
@@ -240,7 +255,7 @@ void dropout(const KernelContext& k) {
   T* py = k.out(0).data<T>();
   T* pmask = k.out(1).data<T>();
   constexpr std::int64_t kBatchElements = 4 * random::philox::kBatch;
-  k.pool.parallel_for(
+  cpu::pool(k).parallel_for(
       k.out(0).numel(), kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
         std::uint32_t words[4][random::philox::kBatch];
         std::uint32_t flat[kBatchElements];  // element order, so the loop below vectorizes
@@ -270,27 +285,40 @@ void dropout(const KernelContext& k) {
 }  // namespace
 
 void register_cpu_activation_kernels(KernelRegistry& r) {
-  const Device cpu = Device::kCPU;
-  r.add("ReLU", DType::kFloat32, cpu, relu<float>);
-  r.add("ReLU", DType::kFloat64, cpu, relu<double>);
-  r.add("ReLU", DType::kInt32, cpu, relu<std::int32_t>);
-  r.add("ReLU", DType::kInt64, cpu, relu<std::int64_t>);
-  r.add("ReluGrad", DType::kFloat32, cpu, relu_grad<float>);
-  r.add("ReluGrad", DType::kFloat64, cpu, relu_grad<double>);
-  r.add("ReLU6", DType::kFloat32, cpu, relu6<float>);
-  r.add("ReLU6", DType::kFloat64, cpu, relu6<double>);
-  r.add("Sigmoid", DType::kFloat32, cpu, sigmoid<float>);
-  r.add("Sigmoid", DType::kFloat64, cpu, sigmoid<double>);
-  r.add("Tanh", DType::kFloat32, cpu, tanh_op<float>);
-  r.add("Tanh", DType::kFloat64, cpu, tanh_op<double>);
-  r.add("GeLU", DType::kFloat32, cpu, gelu<float>);
-  r.add("GeLU", DType::kFloat64, cpu, gelu<double>);
-  r.add("Softmax", DType::kFloat32, cpu, softmax<float, false>);
-  r.add("Softmax", DType::kFloat64, cpu, softmax<double, false>);
-  r.add("LogSoftmax", DType::kFloat32, cpu, softmax<float, true>);
-  r.add("LogSoftmax", DType::kFloat64, cpu, softmax<double, true>);
-  r.add("Dropout", DType::kFloat32, cpu, dropout<float>);
-  r.add("Dropout", DType::kFloat64, cpu, dropout<double>);
+  // Pointwise, in place, every output element; ReLU, ReLU6, Sigmoid and Tanh are fusable (their
+  // block functors go into FusedElementwise). Integer ReLU has no block.
+  r.add("ReLU", DType::kFloat32, pointwise<float, &relu_block<float>>)
+      .writes_every_output_element().elementwise(&relu_block<float>);
+  r.add("ReLU", DType::kFloat64, pointwise<double, &relu_block<double>>)
+      .writes_every_output_element().elementwise(&relu_block<double>);
+  r.add("ReLU", DType::kInt32, pointwise<std::int32_t, &relu_block<std::int32_t>>)
+      .writes_every_output_element().elementwise();
+  r.add("ReLU", DType::kInt64, pointwise<std::int64_t, &relu_block<std::int64_t>>)
+      .writes_every_output_element().elementwise();
+  r.add("ReluGrad", DType::kFloat32, relu_grad<float>).writes_every_output_element().elementwise();
+  r.add("ReluGrad", DType::kFloat64, relu_grad<double>).writes_every_output_element().elementwise();
+  r.add("ReLU6", DType::kFloat32, pointwise<float, &relu6_block<float>>)
+      .writes_every_output_element().elementwise(&relu6_block<float>);
+  r.add("ReLU6", DType::kFloat64, pointwise<double, &relu6_block<double>>)
+      .writes_every_output_element().elementwise(&relu6_block<double>);
+  r.add("Sigmoid", DType::kFloat32, pointwise<float, &sigmoid_block<float>>)
+      .writes_every_output_element().elementwise(&sigmoid_block<float>);
+  r.add("Sigmoid", DType::kFloat64, pointwise<double, &sigmoid_block<double>>)
+      .writes_every_output_element().elementwise(&sigmoid_block<double>);
+  r.add("Tanh", DType::kFloat32, pointwise<float, &tanh_block<float>>)
+      .writes_every_output_element().elementwise(&tanh_block<float>);
+  r.add("Tanh", DType::kFloat64, pointwise<double, &tanh_block<double>>)
+      .writes_every_output_element().elementwise(&tanh_block<double>);
+  r.add("GeLU", DType::kFloat32, pointwise<float, &gelu_block<float>>)
+      .writes_every_output_element().elementwise();
+  r.add("GeLU", DType::kFloat64, pointwise<double, &gelu_block<double>>)
+      .writes_every_output_element().elementwise();
+  r.add("Softmax", DType::kFloat32, softmax<float, false>);
+  r.add("Softmax", DType::kFloat64, softmax<double, false>);
+  r.add("LogSoftmax", DType::kFloat32, softmax<float, true>);
+  r.add("LogSoftmax", DType::kFloat64, softmax<double, true>);
+  r.add("Dropout", DType::kFloat32, dropout<float>);
+  r.add("Dropout", DType::kFloat64, dropout<double>);
 }
 
 }  // namespace loom::backend

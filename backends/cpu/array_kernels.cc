@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/cpu/cpu.h"
 #include "backends/kernel.h"
 #include "backends/thread_pool.h"
 #include "core/ir/error.h"
@@ -205,7 +206,7 @@ void copy_kernel(const KernelContext& k) {
   auto* d = static_cast<char*>(y.raw_data());
   if (s == d) return;  // a donated buffer already holds the bytes
   const std::int64_t bytes = static_cast<std::int64_t>(x.nbytes());
-  k.pool.parallel_for(bytes, kGrain * 8, [&](std::int64_t lo, std::int64_t hi) {
+  cpu::pool(k).parallel_for(bytes, kGrain * 8, [&](std::int64_t lo, std::int64_t hi) {
     std::memcpy(d + lo, s + lo, static_cast<std::size_t>(hi - lo));
   });
 }
@@ -220,7 +221,7 @@ void transpose_kernel(const KernelContext& k) {
     if (p < 0) p += x.rank();
     box.src_stride.push_back(xs[static_cast<std::size_t>(p)]);
   }
-  strided_copy(x.raw_data(), y.raw_data(), elem_size(x), box, k.pool);
+  strided_copy(x.raw_data(), y.raw_data(), elem_size(x), box, cpu::pool(k));
 }
 
 // Offset, in elements, of index `at` along contiguous strides.
@@ -251,7 +252,7 @@ void concat_kernel(const KernelContext& k) {
   for (const Tensor& x : k.inputs) {
     StridedBox box{x.shape(), contiguous_strides(x.shape()), ys};
     strided_copy(x.raw_data(), dst + offset * ys[axis] * static_cast<std::int64_t>(es), es, box,
-                 k.pool);
+                 cpu::pool(k));
     offset += x.shape()[axis];
   }
 }
@@ -266,7 +267,7 @@ void split_kernel(const KernelContext& k) {
   for (Tensor& y : k.outputs) {
     StridedBox box{y.shape(), xs, contiguous_strides(y.shape())};
     strided_copy(src + offset * xs[axis] * static_cast<std::int64_t>(es), y.raw_data(), es, box,
-                 k.pool);
+                 cpu::pool(k));
     offset += y.shape()[axis];
   }
 }
@@ -279,7 +280,7 @@ void slice_kernel(const KernelContext& k) {
   const std::int64_t start = offset_of(k.attr("begin").as_ints(), xs);
   StridedBox box{y.shape(), xs, contiguous_strides(y.shape())};
   strided_copy(static_cast<const char*>(x.raw_data()) + start * static_cast<std::int64_t>(es),
-               y.raw_data(), es, box, k.pool);
+               y.raw_data(), es, box, cpu::pool(k));
 }
 
 // The StridedSlice box over `whole` (the sliced tensor's shape): per-axis counts, element
@@ -301,7 +302,7 @@ void strided_slice_kernel(const KernelContext& k) {
   std::int64_t start = 0;
   const StridedBox box = strided_slice_box(x.shape(), k, start);
   strided_copy(static_cast<const char*>(x.raw_data()) + start * static_cast<std::int64_t>(es),
-               k.out(0).raw_data(), es, box, k.pool);
+               k.out(0).raw_data(), es, box, cpu::pool(k));
 }
 
 void strided_slice_grad_kernel(const KernelContext& k) {
@@ -313,7 +314,7 @@ void strided_slice_grad_kernel(const KernelContext& k) {
   StridedBox box = strided_slice_box(dx.shape(), k, start);
   std::swap(box.src_stride, box.dst_stride);
   strided_copy(dout.raw_data(), static_cast<char*>(dx.raw_data()) + start * static_cast<std::int64_t>(es),
-               es, box, k.pool);
+               es, box, cpu::pool(k));
 }
 
 void tile_kernel(const KernelContext& k) {
@@ -332,7 +333,7 @@ void tile_kernel(const KernelContext& k) {
     box.src_stride.push_back(xs[i]);
   }
   box.dst_stride = contiguous_strides(box.shape);
-  strided_copy(x.raw_data(), y.raw_data(), elem_size(x), box, k.pool);
+  strided_copy(x.raw_data(), y.raw_data(), elem_size(x), box, cpu::pool(k));
 }
 
 void broadcast_to_kernel(const KernelContext& k) {
@@ -344,7 +345,7 @@ void broadcast_to_kernel(const KernelContext& k) {
   for (std::size_t i = 0; i < x.shape().size(); ++i) {
     if (x.shape()[i] != 1) box.src_stride[lead + i] = xs[i];
   }
-  strided_copy(x.raw_data(), y.raw_data(), elem_size(x), box, k.pool);
+  strided_copy(x.raw_data(), y.raw_data(), elem_size(x), box, cpu::pool(k));
 }
 
 // Indices as int64, each checked to lie in [0, n) before any data moves.
@@ -381,7 +382,7 @@ void gather_kernel(const KernelContext& k) {
   auto* dst = static_cast<char*>(y.raw_data());
   if (row == 0) return;
   const std::int64_t grain = std::max<std::int64_t>(1, kGrain * 4 / row);
-  k.pool.parallel_for(outer * count, grain, [&](std::int64_t lo, std::int64_t hi) {
+  cpu::pool(k).parallel_for(outer * count, grain, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t r = lo; r < hi; ++r) {
       const std::int64_t o = r / count, j = r % count;
       std::memcpy(dst + r * row, src + (o * n + idx[static_cast<std::size_t>(j)]) * row,
@@ -410,7 +411,7 @@ void gather_grad_kernel(const KernelContext& k) {
   constexpr std::int64_t kColumns = 2048;
   const std::int64_t runs = (inner + kColumns - 1) / kColumns;
   const std::int64_t grain = std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(1, count * std::min(inner, kColumns)));
-  k.pool.parallel_for(outer * runs, grain, [&](std::int64_t lo, std::int64_t hi) {
+  cpu::pool(k).parallel_for(outer * runs, grain, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t t = lo; t < hi; ++t) {
       const std::int64_t o = t / runs;
       const std::int64_t c0 = (t % runs) * kColumns, c1 = std::min(inner, c0 + kColumns);
@@ -439,7 +440,7 @@ void one_hot_fill(const KernelContext& k) {
   // Output viewed as (outer, depth, inner): a block of `off` per outer index, then `on` where
   // idx[o, i] names a row (out-of-range indices leave the column off).
   const std::int64_t block = depth * inner;
-  k.pool.parallel_for(outer, std::max<std::int64_t>(1, kGrain / block),
+  cpu::pool(k).parallel_for(outer, std::max<std::int64_t>(1, kGrain / block),
                       [&](std::int64_t lo, std::int64_t hi) {
     std::fill(out + lo * block, out + hi * block, off);
     for (std::int64_t o = lo; o < hi; ++o) {
@@ -458,15 +459,14 @@ void one_hot_kernel(const KernelContext& k) {
 }
 
 void add_all_dtypes(KernelRegistry& r, std::string_view op, Kernel kernel) {
-  for (DType d : kAllDTypes) r.add(op, d, Device::kCPU, kernel);
+  for (DType d : kAllDTypes) r.add(op, d, kernel);
 }
 
 }  // namespace
 
 void register_cpu_array_kernels(KernelRegistry& r) {
-  for (const char* op : {"Reshape", "Flatten", "ExpandDims", "Squeeze"}) {
-    add_all_dtypes(r, op, copy_kernel);
-  }
+  for (const char* op : {"Reshape", "ExpandDims", "Squeeze"}) add_all_dtypes(r, op, copy_kernel);
+  for (DType d : kAllDTypes) r.add("Flatten", d, copy_kernel).writes_every_output_element();
   add_all_dtypes(r, "Transpose", transpose_kernel);
   add_all_dtypes(r, "Concat", concat_kernel);
   add_all_dtypes(r, "Split", split_kernel);
@@ -476,13 +476,13 @@ void register_cpu_array_kernels(KernelRegistry& r) {
   add_all_dtypes(r, "Tile", tile_kernel);
   add_all_dtypes(r, "BroadcastTo", broadcast_to_kernel);
   add_all_dtypes(r, "Gather", gather_kernel);
-  r.add("GatherGrad", DType::kFloat32, Device::kCPU, gather_grad_kernel<float>);
-  r.add("GatherGrad", DType::kFloat64, Device::kCPU, gather_grad_kernel<double>);
-  r.add("GatherGrad", DType::kInt32, Device::kCPU, gather_grad_kernel<std::int32_t>);
-  r.add("GatherGrad", DType::kInt64, Device::kCPU, gather_grad_kernel<std::int64_t>);
+  r.add("GatherGrad", DType::kFloat32, gather_grad_kernel<float>);
+  r.add("GatherGrad", DType::kFloat64, gather_grad_kernel<double>);
+  r.add("GatherGrad", DType::kInt32, gather_grad_kernel<std::int32_t>);
+  r.add("GatherGrad", DType::kInt64, gather_grad_kernel<std::int64_t>);
   // Keyed by the output dtype (OneHot's kernel_dtype_from is -1); the kernel reads Int32 or
   // Int64 indices.
-  r.add("OneHot", DType::kFloat32, Device::kCPU, one_hot_kernel);
+  r.add("OneHot", DType::kFloat32, one_hot_kernel);
 }
 
 }  // namespace loom::backend

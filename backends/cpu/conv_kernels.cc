@@ -28,6 +28,7 @@
 #include "backends/cpu/conv_dnnl.h"
 #include "backends/cpu/conv_implicit_gemm.h"
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/cpu.h"
 #include "backends/kernel.h"
 #include "core/random/random.h"
 #include "backends/thread_pool.h"
@@ -228,26 +229,46 @@ void matrix_to_images(const T* src, int64_t images, int64_t o, int64_t plane, T*
 }
 
 // The column matrix of images [n0, n0 + images) of x: x itself for a single image of a
-// pointwise convolution, else im2col into `buffer`.
+// pointwise convolution, else im2col into `buffer` (rows() × images·plane elements).
 template <typename T>
-const T* columns(const ConvGeometry& g, const T* x, int64_t n0, int64_t images,
-                 std::vector<T>& buffer, ThreadPool& pool) {
+const T* columns(const ConvGeometry& g, const T* x, int64_t n0, int64_t images, T* buffer,
+                 ThreadPool& pool) {
   const T* first = x + n0 * g.c * g.h * g.w;
   if (images == 1 && g.is_pointwise()) return first;
-  buffer.resize(static_cast<std::size_t>(g.rows() * images * g.plane()));
-  im2col(g, first, images, buffer.data(), images * g.plane(), pool);
-  return buffer.data();
+  im2col(g, first, images, buffer, images * g.plane(), pool);
+  return buffer;
+}
+
+// How a convolution node runs, chosen once when its graph is compiled (prepare): the path and,
+// for the paths that need scratch memory, where each scratch array sits in the planned
+// workspace. The environment switches (LOOM_CONV, deterministic mode) are read then too.
+enum class Path { kIm2col, kDirect, kImplicit };
+
+struct ConvPlan {
+  ConvGeometry g;
+  bool dnnl = false;          // oneDNN first; on its refusal the loom path below runs
+  Path path = Path::kIm2col;
+  int64_t block = 1;          // images per im2col block
+  // Workspace offsets in bytes (64-byte aligned): the column matrix, the block's result or
+  // dout matrix, the implicit input gradient's flipped filter.
+  std::size_t col = 0, matrix = 0, flipped = 0, bytes = 0;
+};
+
+// The LOOM_CONV switch: "im2col" (the reference), "loom" (loom's kernels, never oneDNN),
+// "dnnl" (oneDNN even in deterministic mode), unset.
+std::string conv_switch() {
+  const char* env = std::getenv("LOOM_CONV");
+  return env == nullptr ? std::string() : std::string(env);
 }
 
 // Float32 convolutions of group 1 run as an implicit GEMM (conv_implicit_gemm.h) where the build
 // has AVX-512; LOOM_CONV=im2col keeps them on im2col + cpu::gemm (tests compare the two).
 // Pointwise stride-1 convolutions stay on cpu::gemm: there the column matrix is x itself (or a
 // plain copy of a block of images) and OpenBLAS measured faster (bench/README.md).
-bool use_implicit_gemm(const ConvGeometry& g) {
+bool use_implicit_gemm(const ConvGeometry& g, const std::string& sw) {
   if (g.group != 1 || !cpu::implicit_gemm_available()) return false;
   if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1) return false;
-  const char* env = std::getenv("LOOM_CONV");
-  return env == nullptr || std::string(env) != "im2col";
+  return sw != "im2col";
 }
 
 cpu::ConvShape conv_shape(const ConvGeometry& g) {
@@ -259,22 +280,20 @@ cpu::ConvShape conv_shape(const ConvGeometry& g) {
 // The filter gradient's implicit GEMM (group 1, strided 1x1 included), same switch. Pointwise
 // stride-1 convolutions stay on cpu::gemm, which measured faster there (ResNet-50's 1x1
 // layers: 108-168 against 56-118 GFLOP/s on 2 threads).
-bool use_implicit_gemm_filter(const ConvGeometry& g) {
+bool use_implicit_gemm_filter(const ConvGeometry& g, const std::string& sw) {
   if (g.group != 1 || !cpu::implicit_gemm_available()) return false;
   if (g.is_pointwise()) return false;
   if (!cpu::conv2d_filter_implicit_fits(conv_shape(g))) return false;
-  const char* env = std::getenv("LOOM_CONV");
-  return env == nullptr || std::string(env) != "im2col";
+  return sw != "im2col";
 }
 
 // Float32 convolutions with few channels (LeNet's: 1 -> 6 and 6 -> 16, 5x5) run as direct
 // convolutions (conv_direct.h: stride 1, no dilation, up to 16 output and 8 input channels),
 // ahead of the implicit GEMMs, whose 8-channel tiles they fill poorly; same switch.
-bool use_direct_conv(const ConvGeometry& g) {
+bool use_direct_conv(const ConvGeometry& g, const std::string& sw) {
   if (g.group != 1 || !cpu::direct_conv_available()) return false;
   if (!cpu::direct_conv_suits(conv_shape(g))) return false;
-  const char* env = std::getenv("LOOM_CONV");
-  return env == nullptr || std::string(env) != "im2col";
+  return sw != "im2col";
 }
 
 // Float32 convolutions of group 1 with at least 16 input and 16 output channels run on oneDNN
@@ -282,23 +301,118 @@ bool use_direct_conv(const ConvGeometry& g) {
 // (its filter gradient's rounding depends on the thread count). LOOM_CONV=dnnl takes them there
 // in deterministic mode too, LOOM_CONV=loom keeps them on loom's kernels, LOOM_CONV=im2col on
 // the reference.
-bool use_dnnl(const ConvGeometry& g) {
+bool use_dnnl(const ConvGeometry& g, const std::string& sw) {
   if (g.group != 1 || g.c < 16 || g.o < 16 || !cpu::dnnl_conv_available()) return false;
-  const char* env = std::getenv("LOOM_CONV");
-  if (env != nullptr) return std::string(env) == "dnnl";
+  if (!sw.empty()) return sw == "dnnl";
   return !random::deterministic_mode();
+}
+
+enum class ConvOp { kForward, kInput, kFilter };
+
+std::size_t aligned(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// The plan of one node: x (n, c, h, w), w (o, c/group, kh, kw), y (n, o, oh, ow) in the
+// forward's terms, whichever of them are the op's inputs and output.
+ConvPlan plan_conv(const ir::Primitive& prim, ConvOp op, const Shape& x, const Shape& w,
+                   const Shape& y, DType dtype) {
+  ConvPlan p;
+  p.g = conv_geometry(prim, x, w, y);
+  const ConvGeometry& g = p.g;
+  const std::size_t elem = dtype_size(dtype);
+  const std::string sw = conv_switch();
+  const bool f32 = dtype == DType::kFloat32;
+  p.block = g.block_images(elem);
+  if (f32) {
+    p.dnnl = use_dnnl(g, sw);
+    switch (op) {
+      case ConvOp::kForward:
+        // Stride 1 only for now: with the stride-2 forwards on this path too,
+        // ResNet18SmallImageMatchesPyTorch (tests/models/resnet_test.cc) fails, though every
+        // Conv2D launch of that test matches im2col to 1e-6 relative: one input of layer4.1's
+        // last ReLU (image 1, channel 315, row 1, column 2) lies within rounding of zero there,
+        // and re-associating the forward's sums flips its mask (8e-3 in the checked gradients).
+        // That test needs inputs with a margin from the ReLU kinks before stride 2 can move here.
+        if (use_direct_conv(g, sw)) {
+          p.path = Path::kDirect;
+        } else if (g.sh == 1 && g.sw == 1 && use_implicit_gemm(g, sw)) {
+          p.path = Path::kImplicit;
+        }
+        break;
+      case ConvOp::kInput:
+        // Not for small maps (dx planes under 8x8: ResNet-18's 4x4 and ResNet-50's 7x7 layers),
+        // where im2col + OpenBLAS measured faster, nor for under 8 input channels (a mostly
+        // empty 8-row tile).
+        if (use_direct_conv(g, sw)) {
+          p.path = Path::kDirect;
+        } else if (g.sh == 1 && g.sw == 1 && g.c >= 8 && g.h * g.w >= 64 &&
+                   use_implicit_gemm(g, sw)) {
+          p.path = Path::kImplicit;
+        }
+        break;
+      case ConvOp::kFilter:
+        if (use_direct_conv(g, sw)) {
+          p.path = Path::kDirect;
+        } else if (use_implicit_gemm_filter(g, sw)) {
+          p.path = Path::kImplicit;
+        }
+        break;
+    }
+  }
+  // Scratch of the chosen loom path (also what runs when oneDNN declines).
+  std::size_t at = 0;
+  auto take = [&](std::size_t bytes) {
+    const std::size_t off = at;
+    at += aligned(bytes);
+    return off;
+  };
+  const std::size_t block_cols = static_cast<std::size_t>(p.block * g.plane());
+  if (p.path == Path::kIm2col) {
+    p.col = take(static_cast<std::size_t>(g.rows()) * block_cols * elem);
+    // Forward: a block's GEMM result; gradients: the block's dout matrix.
+    p.matrix = take(p.block > 1 ? static_cast<std::size_t>(g.o) * block_cols * elem : 0);
+  } else if (p.path == Path::kImplicit && op == ConvOp::kInput) {
+    p.flipped = take(static_cast<std::size_t>(g.o * g.c * g.kh * g.kw) * elem);
+  }
+  p.bytes = at;
+  return p;
+}
+
+Prepared prepare_conv2d(const PrepareContext& c) {
+  auto p = std::make_shared<ConvPlan>(plan_conv(c.prim, ConvOp::kForward, c.inputs[0].shape,
+                                                c.inputs[1].shape, c.outputs[0].shape,
+                                                c.outputs[0].dtype));
+  const std::size_t bytes = p->bytes;
+  return {std::move(p), bytes};
+}
+Prepared prepare_conv2d_backprop_input(const PrepareContext& c) {
+  auto p = std::make_shared<ConvPlan>(plan_conv(c.prim, ConvOp::kInput, c.outputs[0].shape,
+                                                c.inputs[1].shape, c.inputs[0].shape,
+                                                c.outputs[0].dtype));
+  const std::size_t bytes = p->bytes;
+  return {std::move(p), bytes};
+}
+Prepared prepare_conv2d_backprop_filter(const PrepareContext& c) {
+  auto p = std::make_shared<ConvPlan>(plan_conv(c.prim, ConvOp::kFilter, c.inputs[1].shape,
+                                                c.outputs[0].shape, c.inputs[0].shape,
+                                                c.outputs[0].dtype));
+  const std::size_t bytes = p->bytes;
+  return {std::move(p), bytes};
+}
+
+template <typename T>
+T* scratch(const KernelContext& k, std::size_t offset) {
+  return reinterpret_cast<T*>(static_cast<char*>(k.workspace) + offset);
 }
 
 // At stride 1, dx = conv(dy, W'), W'[c, o, i, j] = W[o, c, kh-1-i, kw-1-j], padded by
 // (k-1)·dilation - pad: every dx element is one dot product, with no col2im.
 void conv2d_backprop_input_implicit(const ConvGeometry& g, const float* dout, const float* w,
-                                    float* dx, ThreadPool& pool) {
+                                    float* dx, float* flipped, ThreadPool& pool) {
   const int64_t taps = g.kh * g.kw;
-  std::vector<float> flipped(static_cast<std::size_t>(g.o * g.c * taps));
   for (int64_t o = 0; o < g.o; ++o) {
     for (int64_t c = 0; c < g.c; ++c) {
       const float* src = w + (o * g.c + c) * taps;
-      float* dst = flipped.data() + (c * g.o + o) * taps;
+      float* dst = flipped + (c * g.o + o) * taps;
       for (int64_t t = 0; t < taps; ++t) dst[t] = src[taps - 1 - t];
     }
   }
@@ -306,133 +420,111 @@ void conv2d_backprop_input_implicit(const ConvGeometry& g, const float* dout, co
                          .kh = g.kh, .kw = g.kw, .sh = 1, .sw = 1, .dil_h = g.dil_h,
                          .dil_w = g.dil_w, .pad_top = (g.kh - 1) * g.dil_h - g.pad_top,
                          .pad_left = (g.kw - 1) * g.dil_w - g.pad_left};
-  cpu::conv2d_implicit_gemm(s, dout, flipped.data(), dx, pool);
+  cpu::conv2d_implicit_gemm(s, dout, flipped, dx, pool);
 }
 
 template <typename T>
 void conv2d(const KernelContext& k) {
+  const ConvPlan& p = k.state<ConvPlan>();
+  const ConvGeometry& g = p.g;
   const T* x = k.in(0).data<T>();
   const T* w = k.in(1).data<T>();
   T* y = k.out(0).data<T>();
-  const ConvGeometry g = conv_geometry(k.prim, k.in(0).shape(), k.in(1).shape(), k.out(0).shape());
   if (k.out(0).numel() == 0) return;
+  ThreadPool& pool = cpu::pool(k);
   if constexpr (std::is_same_v<T, float>) {
-    if (use_dnnl(g) && cpu::conv2d_dnnl(conv_shape(g), x, w, y, k.pool.num_threads())) return;
-    if (use_direct_conv(g)) {
-      cpu::conv2d_direct(conv_shape(g), x, w, y, k.pool);
-      return;
-    }
-    // Stride 1 only for now: with the stride-2 forwards on this path too,
-    // ResNet18SmallImageMatchesPyTorch (tests/models/resnet_test.cc) fails, though every
-    // Conv2D launch of that test matches im2col to 1e-6 relative: one input of layer4.1's last
-    // ReLU (image 1, channel 315, row 1, column 2) lies within rounding of zero there, and
-    // re-associating the forward's sums flips its mask (8e-3 in the checked gradients). That
-    // test needs inputs with a margin from the ReLU kinks before stride 2 can move here.
-    if (g.sh == 1 && g.sw == 1 && use_implicit_gemm(g)) {
-      cpu::conv2d_implicit_gemm(conv_shape(g), x, w, y, k.pool);
-      return;
-    }
+    if (p.dnnl && cpu::conv2d_dnnl(conv_shape(g), x, w, y, pool.num_threads())) return;
+    if (p.path == Path::kDirect) return cpu::conv2d_direct(conv_shape(g), x, w, y, pool);
+    if (p.path == Path::kImplicit) return cpu::conv2d_implicit_gemm(conv_shape(g), x, w, y, pool);
   }
   const int64_t plane = g.plane();
   const int64_t kg = g.group_rows();
   const int64_t og = g.group_out();
-  const int64_t block = g.block_images(sizeof(T));
-  std::vector<T> col, result;
-  for (int64_t n0 = 0; n0 < g.n; n0 += block) {
-    const int64_t images = std::min(block, g.n - n0);
+  for (int64_t n0 = 0; n0 < g.n; n0 += p.block) {
+    const int64_t images = std::min(p.block, g.n - n0);
     const int64_t ld = images * plane;
-    const T* c = columns(g, x, n0, images, col, k.pool);
-    // One image's result already has y's layout; a block's goes through `result`.
-    T* out = y + n0 * g.o * plane;
-    if (images > 1) {
-      result.resize(static_cast<std::size_t>(g.o * ld));
-      out = result.data();
-    }
+    const T* c = columns(g, x, n0, images, scratch<T>(k, p.col), pool);
+    // One image's result already has y's layout; a block's goes through the workspace.
+    T* out = images > 1 ? scratch<T>(k, p.matrix) : y + n0 * g.o * plane;
     for (int64_t grp = 0; grp < g.group; ++grp) {
       cpu::gemm(false, false, og, ld, kg, T(1), w + grp * og * kg, kg, c + grp * kg * ld, ld,
                 T(0), out + grp * og * ld, ld);
     }
-    if (images > 1) matrix_to_images(out, images, g.o, plane, y + n0 * g.o * plane, k.pool);
+    if (images > 1) matrix_to_images(out, images, g.o, plane, y + n0 * g.o * plane, pool);
   }
 }
 
 // dout of images [n0, n0 + images) as an (o, images·plane) matrix.
 template <typename T>
 const T* dout_matrix(const ConvGeometry& g, const T* dout, int64_t n0, int64_t images,
-                     std::vector<T>& buffer, ThreadPool& pool) {
+                     T* buffer, ThreadPool& pool) {
   const T* first = dout + n0 * g.o * g.plane();
   if (images == 1) return first;
-  buffer.resize(static_cast<std::size_t>(g.o * images * g.plane()));
-  images_to_matrix(first, images, g.o, g.plane(), buffer.data(), pool);
-  return buffer.data();
+  images_to_matrix(first, images, g.o, g.plane(), buffer, pool);
+  return buffer;
 }
 
 template <typename T>
 void conv2d_backprop_input(const KernelContext& k) {
+  const ConvPlan& p = k.state<ConvPlan>();
+  const ConvGeometry& g = p.g;
   const T* dout = k.in(0).data<T>();
   const T* w = k.in(1).data<T>();
   T* dx = k.out(0).data<T>();
-  const ConvGeometry g = conv_geometry(k.prim, k.out(0).shape(), k.in(1).shape(), k.in(0).shape());
   if (k.out(0).numel() == 0) return;
+  ThreadPool& pool = cpu::pool(k);
   if constexpr (std::is_same_v<T, float>) {
-    if (use_dnnl(g) &&
-        cpu::conv2d_backprop_input_dnnl(conv_shape(g), dout, w, dx, k.pool.num_threads())) {
+    if (p.dnnl &&
+        cpu::conv2d_backprop_input_dnnl(conv_shape(g), dout, w, dx, pool.num_threads())) {
       return;
     }
-    if (use_direct_conv(g)) {
-      cpu::conv2d_backprop_input_direct(conv_shape(g), dout, w, dx, k.pool);
-      return;
+    if (p.path == Path::kDirect) {
+      return cpu::conv2d_backprop_input_direct(conv_shape(g), dout, w, dx, pool);
     }
-    // Not for small maps (dx planes under 8x8: ResNet-18's 4x4 and ResNet-50's 7x7 layers),
-    // where im2col + OpenBLAS measured faster, nor for under 8 input channels (a mostly empty
-    // 8-row tile).
-    if (g.sh == 1 && g.sw == 1 && g.c >= 8 && g.h * g.w >= 64 && use_implicit_gemm(g)) {
-      conv2d_backprop_input_implicit(g, dout, w, dx, k.pool);
-      return;
+    if (p.path == Path::kImplicit) {
+      return conv2d_backprop_input_implicit(g, dout, w, dx, scratch<float>(k, p.flipped), pool);
     }
   }
   const int64_t plane = g.plane();
   const int64_t kg = g.group_rows();
   const int64_t og = g.group_out();
-  const int64_t block = g.block_images(sizeof(T));
-  std::vector<T> col, dy;
-  for (int64_t n0 = 0; n0 < g.n; n0 += block) {
-    const int64_t images = std::min(block, g.n - n0);
+  for (int64_t n0 = 0; n0 < g.n; n0 += p.block) {
+    const int64_t images = std::min(p.block, g.n - n0);
     const int64_t ld = images * plane;
-    const T* d = dout_matrix(g, dout, n0, images, dy, k.pool);
+    const T* d = dout_matrix(g, dout, n0, images, scratch<T>(k, p.matrix), pool);
     T* dx_first = dx + n0 * g.c * g.h * g.w;
     // A single pointwise image needs no col2im: Wᵀ · dy is dx itself.
     const bool direct = images == 1 && g.is_pointwise();
-    if (!direct) col.resize(static_cast<std::size_t>(g.rows() * ld));
-    T* c = direct ? dx_first : col.data();
+    T* c = direct ? dx_first : scratch<T>(k, p.col);
     for (int64_t grp = 0; grp < g.group; ++grp) {
       cpu::gemm(true, false, kg, ld, og, T(1), w + grp * og * kg, kg, d + grp * og * ld, ld, T(0),
                 c + grp * kg * ld, ld);
     }
-    if (!direct) col2im(g, c, ld, images, dx_first, k.pool);
+    if (!direct) col2im(g, c, ld, images, dx_first, pool);
   }
 }
 
 template <typename T>
 void conv2d_backprop_filter(const KernelContext& k) {
+  const ConvPlan& p = k.state<ConvPlan>();
+  const ConvGeometry& g = p.g;
   const T* dout = k.in(0).data<T>();
   const T* x = k.in(1).data<T>();
   T* dw = k.out(0).data<T>();
-  const ConvGeometry g = conv_geometry(k.prim, k.in(1).shape(), k.out(0).shape(), k.in(0).shape());
   if (k.out(0).numel() == 0) return;
+  ThreadPool& pool = cpu::pool(k);
   if constexpr (std::is_same_v<T, float>) {
     // All three write every element of dw (no fill first).
-    if (k.in(0).numel() > 0 && use_dnnl(g) &&
-        cpu::conv2d_backprop_filter_dnnl(conv_shape(g), dout, x, dw, k.pool.num_threads())) {
+    const bool any = k.in(0).numel() > 0;
+    if (any && p.dnnl &&
+        cpu::conv2d_backprop_filter_dnnl(conv_shape(g), dout, x, dw, pool.num_threads())) {
       return;
     }
-    if (k.in(0).numel() > 0 && use_direct_conv(g)) {
-      cpu::conv2d_backprop_filter_direct(conv_shape(g), dout, x, dw, k.pool);
-      return;
+    if (any && p.path == Path::kDirect) {
+      return cpu::conv2d_backprop_filter_direct(conv_shape(g), dout, x, dw, pool);
     }
-    if (k.in(0).numel() > 0 && use_implicit_gemm_filter(g)) {  // conv_implicit_filter.cc
-      cpu::conv2d_backprop_filter_implicit_gemm(conv_shape(g), dout, x, dw, k.pool);
-      return;
+    if (any && p.path == Path::kImplicit) {  // conv_implicit_filter.cc
+      return cpu::conv2d_backprop_filter_implicit_gemm(conv_shape(g), dout, x, dw, pool);
     }
   }
   std::fill(dw, dw + k.out(0).numel(), T(0));  // the GEMMs below add block after block
@@ -440,13 +532,11 @@ void conv2d_backprop_filter(const KernelContext& k) {
   const int64_t plane = g.plane();
   const int64_t kg = g.group_rows();
   const int64_t og = g.group_out();
-  const int64_t block = g.block_images(sizeof(T));
-  std::vector<T> col, dy;
-  for (int64_t n0 = 0; n0 < g.n; n0 += block) {
-    const int64_t images = std::min(block, g.n - n0);
+  for (int64_t n0 = 0; n0 < g.n; n0 += p.block) {
+    const int64_t images = std::min(p.block, g.n - n0);
     const int64_t ld = images * plane;
-    const T* c = columns(g, x, n0, images, col, k.pool);
-    const T* d = dout_matrix(g, dout, n0, images, dy, k.pool);
+    const T* c = columns(g, x, n0, images, scratch<T>(k, p.col), pool);
+    const T* d = dout_matrix(g, dout, n0, images, scratch<T>(k, p.matrix), pool);
     for (int64_t grp = 0; grp < g.group; ++grp) {
       cpu::gemm(false, true, og, kg, ld, T(1), d + grp * og * ld, ld, c + grp * kg * ld, ld, T(1),
                 dw + grp * og * kg, kg);
@@ -454,12 +544,18 @@ void conv2d_backprop_filter(const KernelContext& k) {
   }
 }
 
+// Every path writes every element of the output (every GEMM has beta 0 or follows a fill;
+// col2im fills its planes; the implicit GEMMs store every result).
 template <typename T>
 void add_kernels(KernelRegistry& r) {
   constexpr DType dtype = DTypeOf<T>::value;
-  r.add("Conv2D", dtype, Device::kCPU, conv2d<T>);
-  r.add("Conv2DBackpropInput", dtype, Device::kCPU, conv2d_backprop_input<T>);
-  r.add("Conv2DBackpropFilter", dtype, Device::kCPU, conv2d_backprop_filter<T>);
+  r.add("Conv2D", dtype, conv2d<T>).with_prepare(prepare_conv2d).writes_every_output_element();
+  r.add("Conv2DBackpropInput", dtype, conv2d_backprop_input<T>)
+      .with_prepare(prepare_conv2d_backprop_input)
+      .writes_every_output_element();
+  r.add("Conv2DBackpropFilter", dtype, conv2d_backprop_filter<T>)
+      .with_prepare(prepare_conv2d_backprop_filter)
+      .writes_every_output_element();
 }
 
 }  // namespace

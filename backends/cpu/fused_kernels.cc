@@ -9,13 +9,9 @@
 // of kBlock elements, gathers each broadcast input's block into a buffer (inputs shaped like the
 // output are read in place), and runs every step over the block into that step's buffer, the
 // last one straight into the output. The buffers of a block stay in L1/L2, so the inputs and
-// the output are each traversed once. The per-op arithmetic follows the unfused kernels (scalar
-// std::sqrt, NaN-propagating Maximum/Minimum, Eigen's exp/log with the scalar fallback near
-// their edges, the overflow-free Sigmoid); ops using Eigen's vectorized functions may differ
-// from the unfused result in the last ulp where a packet boundary falls differently.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-#include <Eigen/Core>
+// the output are each traversed once. Each step is its op's own block functor (KernelDef::block,
+// declared where the op's CPU kernels are registered), looked up once per node by prepare, so
+// the arithmetic is the unfused kernels' own.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -23,8 +19,10 @@
 #include <memory>
 #include <vector>
 
+#include "backends/backend.h"
 #include "backends/cpu/elementwise.h"
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/cpu.h"
 #include "backends/kernel.h"
 #include "backends/thread_pool.h"
 #include "core/ir/error.h"
@@ -83,7 +81,7 @@ void matmul_bias_act(const KernelContext& k) {
   const T* bias = k.in(2).data<T>();
   const Act act = act_of(k);
   const std::int64_t grain = std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(1, n));
-  k.pool.parallel_for(m, grain, [&](std::int64_t lo, std::int64_t hi) {
+  cpu::pool(k).parallel_for(m, grain, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t r = lo; r < hi; ++r) {
       T* row = y + r * n;
       switch (act) {
@@ -107,14 +105,33 @@ void matmul_bias_act(const KernelContext& k) {
   });
 }
 
+// Conv2DBiasAct runs the backend's own Conv2D kernel, prepared once for the node.
+struct ConvBiasActPlan {
+  ir::PrimitivePtr conv;       // the Conv2D primitive (attributes without `act`)
+  const KernelDef* kernel;     // the CPU Conv2D kernel of this dtype
+  Prepared prepared;           // its own prepare's plan and workspace
+};
+
+Prepared prepare_conv2d_bias_act(const PrepareContext& c) {
+  auto plan = std::make_shared<ConvBiasActPlan>();
+  ir::Primitive::Attrs attrs = c.prim.attrs();
+  attrs.erase("act");
+  plan->conv = std::make_shared<ir::Primitive>("Conv2D", std::move(attrs));
+  plan->kernel = cpu_backend().find_kernel("Conv2D", c.inputs[0].dtype);
+  if (!plan->kernel) throw InternalError("Conv2DBiasAct: expected a CPU Conv2D kernel, got none");
+  if (plan->kernel->prepare) {
+    plan->prepared = plan->kernel->prepare(
+        PrepareContext{*plan->conv, c.inputs.first(2), c.outputs, c.exec});
+  }
+  const std::size_t workspace = plan->prepared.workspace_bytes;
+  return Prepared{std::move(plan), workspace};
+}
+
 template <typename T>
 void conv2d_bias_act(const KernelContext& k) {
-  const Kernel conv = KernelRegistry::global().find("Conv2D", DTypeOf<T>::value, Device::kCPU);
-  if (!conv) throw InternalError("Conv2DBiasAct: expected a CPU Conv2D kernel, got none");
-  ir::Primitive::Attrs attrs = k.prim.attrs();
-  attrs.erase("act");
-  const ir::Primitive conv_prim("Conv2D", std::move(attrs));
-  conv(KernelContext{conv_prim, k.inputs.first(2), k.outputs, k.pool});
+  const ConvBiasActPlan& plan = k.state<ConvBiasActPlan>();
+  plan.kernel->run(KernelContext{*plan.conv, k.inputs.first(2), k.outputs, k.exec,
+                                 plan.prepared.state.get(), k.workspace, k.workspace_bytes});
   Tensor& y = k.out(0);
   const std::int64_t channels = y.dim(1);
   const std::int64_t plane = y.dim(2) * y.dim(3);
@@ -122,7 +139,7 @@ void conv2d_bias_act(const KernelContext& k) {
   T* py = y.data<T>();
   const Act act = act_of(k);
   const std::int64_t grain = std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(1, plane));
-  k.pool.parallel_for(y.dim(0) * channels, grain, [&](std::int64_t lo, std::int64_t hi) {
+  cpu::pool(k).parallel_for(y.dim(0) * channels, grain, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t p = lo; p < hi; ++p) {
       bias_act_run(py + p * plane, plane, bias[p % channels], act);
     }
@@ -134,129 +151,63 @@ void conv2d_bias_act(const KernelContext& k) {
 // Elements per block: each step's buffer of a block fits in L1 (16 KiB of Float64).
 constexpr std::int64_t kBlock = 2048;
 
-enum class StepOp {
-  kAdd, kSub, kMul, kRealDiv, kMaximum, kMinimum,
-  kNeg, kSquare, kAbs, kSqrt, kExp, kLog, kReLU, kReLU6, kSigmoid, kTanh,
-};
-
-StepOp step_op(const std::string& name) {
-  static const std::pair<const char*, StepOp> kTable[] = {
-      {"Add", StepOp::kAdd},     {"Sub", StepOp::kSub},         {"Mul", StepOp::kMul},
-      {"RealDiv", StepOp::kRealDiv}, {"Maximum", StepOp::kMaximum}, {"Minimum", StepOp::kMinimum},
-      {"Neg", StepOp::kNeg},     {"Square", StepOp::kSquare},   {"Abs", StepOp::kAbs},
-      {"Sqrt", StepOp::kSqrt},   {"Exp", StepOp::kExp},         {"Log", StepOp::kLog},
-      {"ReLU", StepOp::kReLU},   {"ReLU6", StepOp::kReLU6},     {"Sigmoid", StepOp::kSigmoid},
-      {"Tanh", StepOp::kTanh},
+// The program decoded once per node: each step's block functor (the CPU kernel registration of
+// its op declares it, KernelDef::block) and operands, and a broadcast plan per input not laid
+// out like the output.
+struct FusedPlan {
+  struct Step {
+    BlockFn block;
+    std::vector<std::size_t> operands;
   };
-  for (const auto& [n, op] : kTable) {
-    if (name == n) return op;
-  }
-  throw InternalError("FusedElementwise: expected a supported op, got '" + name + "'");
-}
-
-template <typename T>
-using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
-template <typename T>
-using In = Eigen::Map<const Array<T>>;
-template <typename T>
-using Out = Eigen::Map<Array<T>>;
-
-// y = op(a[, b]) over n contiguous elements (y may alias neither a nor b).
-template <typename T>
-void run_step(StepOp op, const T* a, const T* b, T* y, std::int64_t n) {
-  switch (op) {
-    case StepOp::kAdd: for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i]; return;
-    case StepOp::kSub: for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] - b[i]; return;
-    case StepOp::kMul: for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i]; return;
-    case StepOp::kRealDiv: for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] / b[i]; return;
-    case StepOp::kMaximum:
-      for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] != a[i] ? a[i] : (a[i] > b[i] ? a[i] : b[i]);
-      return;
-    case StepOp::kMinimum:
-      for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] != a[i] ? a[i] : (a[i] < b[i] ? a[i] : b[i]);
-      return;
-    case StepOp::kNeg: for (std::int64_t i = 0; i < n; ++i) y[i] = -a[i]; return;
-    case StepOp::kSquare: for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] * a[i]; return;
-    case StepOp::kAbs:
-      for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] < T(0) ? -a[i] : a[i];
-      return;
-    case StepOp::kSqrt: for (std::int64_t i = 0; i < n; ++i) y[i] = std::sqrt(a[i]); return;
-    case StepOp::kReLU:
-      for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] < T(0) ? T(0) : a[i];
-      return;
-    case StepOp::kReLU6:
-      for (std::int64_t i = 0; i < n; ++i) y[i] = a[i] < T(0) ? T(0) : (a[i] > T(6) ? T(6) : a[i]);
-      return;
-    case StepOp::kExp: {
-      constexpr bool kFloat = std::is_same_v<T, float>;
-      constexpr T kLow = kFloat ? T(-87) : T(-708);
-      constexpr T kHigh = kFloat ? T(88) : T(709);
-      In<T> x(a, n);
-      Out<T>(y, n) = x.exp();
-      for (std::int64_t i = 0; i < n; ++i) {
-        if (a[i] < kLow || a[i] > kHigh) y[i] = std::exp(a[i]);
-      }
-      return;
-    }
-    case StepOp::kLog: {
-      constexpr T kMinNormal = std::numeric_limits<T>::min();
-      In<T> x(a, n);
-      Out<T>(y, n) = x.log();
-      for (std::int64_t i = 0; i < n; ++i) {
-        if (a[i] < kMinNormal) y[i] = std::log(a[i]);
-      }
-      return;
-    }
-    case StepOp::kSigmoid: {
-      In<T> x(a, n);
-      Out<T>(y, n) = (-x.abs()).exp();
-      for (std::int64_t i = 0; i < n; ++i) y[i] = (a[i] >= T(0) ? T(1) : y[i]) / (T(1) + y[i]);
-      return;
-    }
-    case StepOp::kTanh: Out<T>(y, n) = In<T>(a, n).tanh(); return;
-  }
-}
-
-struct Step {
-  StepOp op;
-  std::vector<std::size_t> operands;
+  std::vector<Step> steps;
+  std::vector<std::unique_ptr<cpu::BroadcastPlan>> plans;  // null: read in place
 };
+
+Prepared prepare_fused_elementwise(const PrepareContext& c) {
+  auto plan = std::make_shared<FusedPlan>();
+  const DType dtype = c.outputs[0].dtype;
+  for (const ops::FusedStep& s : ops::fused_program(c.attr("program"), c.inputs.size())) {
+    const KernelDef* def = cpu_backend().find_kernel(s.op, dtype);
+    if (def == nullptr || def->block == nullptr) {
+      throw InternalError("FusedElementwise: expected a CPU block functor for " + s.op + " " +
+                          std::string(dtype_name(dtype)) + ", got none");
+    }
+    plan->steps.push_back({def->block, s.operands});
+  }
+  const Shape& out = c.outputs[0].shape;
+  for (const TensorType& in : c.inputs) {
+    plan->plans.push_back(in.shape == out ? nullptr
+                                          : std::make_unique<cpu::BroadcastPlan>(
+                                                out, std::initializer_list<const Shape*>{&in.shape}));
+  }
+  return Prepared{std::move(plan), 0};
+}
 
 template <typename T>
 void fused_elementwise(const KernelContext& k) {
+  const FusedPlan& plan = k.state<FusedPlan>();
   const std::size_t num_inputs = k.inputs.size();
-  std::vector<Step> steps;
-  for (const ops::FusedStep& s : ops::fused_program(k.attr("program"), num_inputs)) {
-    steps.push_back(Step{step_op(s.op), s.operands});
-  }
   Tensor& y = k.out(0);
   T* py = y.data<T>();
-  // Inputs laid out like the output are read in place; the others are gathered per block.
-  std::vector<std::unique_ptr<cpu::BroadcastPlan>> plans(num_inputs);
-  for (std::size_t i = 0; i < num_inputs; ++i) {
-    if (k.in(i).shape() != y.shape()) {
-      plans[i] = std::make_unique<cpu::BroadcastPlan>(y.shape(),
-                                                      std::initializer_list<const Shape*>{
-                                                          &k.in(i).shape()});
-    }
-  }
-  const std::size_t num_values = num_inputs + steps.size();
-  k.pool.parallel_for(y.numel(), cpu::kElementwiseGrain, [&](std::int64_t begin,
-                                                                 std::int64_t end) {
-    // One kBlock buffer per gathered input and per step but the last.
-    std::vector<T> buffers(num_values * static_cast<std::size_t>(kBlock));
-    std::vector<const T*> values(num_values);
+  const std::size_t num_values = num_inputs + plan.steps.size();
+  cpu::pool(k).parallel_for(y.numel(), cpu::kElementwiseGrain, [&](std::int64_t begin,
+                                                                   std::int64_t end) {
+    // One kBlock buffer per gathered input and per step but the last, kept by the thread (no
+    // allocation once it has grown).
+    thread_local std::vector<T> buffers;
+    buffers.resize(std::max(buffers.size(), num_values * static_cast<std::size_t>(kBlock)));
+    std::vector<const void*> values(num_values);
     for (std::int64_t s = begin; s < end; s += kBlock) {
       const std::int64_t n = std::min(kBlock, end - s);
       for (std::size_t i = 0; i < num_inputs; ++i) {
         const T* x = k.in(i).data<T>();
-        if (!plans[i]) {
+        if (!plan.plans[i]) {
           values[i] = x + s;
           continue;
         }
         T* buf = buffers.data() + i * kBlock;
-        plans[i]->for_each_run(s, s + n, [&](std::int64_t o, const std::int64_t* in,
-                                             const std::int64_t* step, std::int64_t len) {
+        plan.plans[i]->for_each_run(s, s + n, [&](std::int64_t o, const std::int64_t* in,
+                                                  const std::int64_t* step, std::int64_t len) {
           T* dst = buf + (o - s);
           const T* src = x + in[0];
           if (step[0] == 0) {
@@ -267,13 +218,13 @@ void fused_elementwise(const KernelContext& k) {
         });
         values[i] = buf;
       }
-      for (std::size_t j = 0; j < steps.size(); ++j) {
-        const Step& st = steps[j];
+      for (std::size_t j = 0; j < plan.steps.size(); ++j) {
+        const FusedPlan::Step& st = plan.steps[j];
         const std::size_t v = num_inputs + j;
-        T* dst = j + 1 == steps.size() ? py + s : buffers.data() + v * kBlock;
-        const T* a = values[st.operands[0]];
-        const T* b = st.operands.size() > 1 ? values[st.operands[1]] : nullptr;
-        run_step<T>(st.op, a, b, dst, n);
+        T* dst = j + 1 == plan.steps.size() ? py + s : buffers.data() + v * kBlock;
+        const void* operands[2] = {values[st.operands[0]],
+                                   st.operands.size() > 1 ? values[st.operands[1]] : nullptr};
+        st.block(operands, dst, n);
         values[v] = dst;
       }
     }
@@ -283,12 +234,20 @@ void fused_elementwise(const KernelContext& k) {
 }  // namespace
 
 void register_cpu_fused_kernels(KernelRegistry& r) {
-  r.add("MatMulBiasAct", DType::kFloat32, Device::kCPU, matmul_bias_act<float>);
-  r.add("MatMulBiasAct", DType::kFloat64, Device::kCPU, matmul_bias_act<double>);
-  r.add("Conv2DBiasAct", DType::kFloat32, Device::kCPU, conv2d_bias_act<float>);
-  r.add("Conv2DBiasAct", DType::kFloat64, Device::kCPU, conv2d_bias_act<double>);
-  r.add("FusedElementwise", DType::kFloat32, Device::kCPU, fused_elementwise<float>);
-  r.add("FusedElementwise", DType::kFloat64, Device::kCPU, fused_elementwise<double>);
+  r.add("MatMulBiasAct", DType::kFloat32, matmul_bias_act<float>).writes_every_output_element();
+  r.add("MatMulBiasAct", DType::kFloat64, matmul_bias_act<double>).writes_every_output_element();
+  r.add("Conv2DBiasAct", DType::kFloat32, conv2d_bias_act<float>)
+      .with_prepare(prepare_conv2d_bias_act)
+      .writes_every_output_element();
+  r.add("Conv2DBiasAct", DType::kFloat64, conv2d_bias_act<double>)
+      .with_prepare(prepare_conv2d_bias_act)
+      .writes_every_output_element();
+  r.add("FusedElementwise", DType::kFloat32, fused_elementwise<float>)
+      .with_prepare(prepare_fused_elementwise)
+      .elementwise();
+  r.add("FusedElementwise", DType::kFloat64, fused_elementwise<double>)
+      .with_prepare(prepare_fused_elementwise)
+      .elementwise();
 }
 
 }  // namespace loom::backend

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "backends/cpu/elementwise.h"
+#include "backends/cpu/cpu.h"
 #include "backends/kernel.h"
 #include "backends/thread_pool.h"
 #include "core/ir/error.h"
@@ -45,13 +46,13 @@ void binary_loop(const KernelContext& k, F f) {
   if (a.shape() == y.shape() && b.shape() == y.shape()) {
     // Same shapes: one flat loop, without building a BroadcastPlan (its vectors are most of
     // the cost of a small op).
-    k.pool.parallel_for(y.numel(), kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
+    cpu::pool(k).parallel_for(y.numel(), kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) py[i] = f(pa[i], pb[i]);
     });
     return;
   }
   const BroadcastPlan plan(y.shape(), {&a.shape(), &b.shape()});
-  k.pool.parallel_for(y.numel(), kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
+  cpu::pool(k).parallel_for(y.numel(), kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
     plan.for_each_run(begin, end, [&](std::int64_t o, const std::int64_t* in,
                                       const std::int64_t* step, std::int64_t n) {
       const T* xa = pa + in[0];
@@ -77,30 +78,16 @@ template <typename T, typename R, typename F>
 void unary_loop(const KernelContext& k, F f) {
   const T* px = k.in(0).data<T>();
   R* py = k.out(0).data<R>();
-  k.pool.parallel_for(k.out(0).numel(), kElementwiseGrain,
+  cpu::pool(k).parallel_for(k.out(0).numel(), kElementwiseGrain,
                       [&](std::int64_t begin, std::int64_t end) {
                         for (std::int64_t i = begin; i < end; ++i) py[i] = f(px[i]);
-                      });
-}
-
-// y = f(x) on flat blocks, f given Eigen array maps (for Eigen's vectorized functions).
-template <typename T, typename F>
-void unary_block(const KernelContext& k, F f) {
-  using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
-  const T* px = k.in(0).data<T>();
-  T* py = k.out(0).data<T>();
-  k.pool.parallel_for(k.out(0).numel(), kElementwiseGrain,
-                      [&](std::int64_t begin, std::int64_t end) {
-                        Eigen::Map<const Array> x(px + begin, end - begin);
-                        Eigen::Map<Array> y(py + begin, end - begin);
-                        f(x, y);
                       });
 }
 
 template <typename T>
 void fill_with(const KernelContext& k, T value) {
   T* py = k.out(0).data<T>();
-  k.pool.parallel_for(k.out(0).numel(), kElementwiseGrain,
+  cpu::pool(k).parallel_for(k.out(0).numel(), kElementwiseGrain,
                       [&](std::int64_t begin, std::int64_t end) {
                         std::fill(py + begin, py + end, value);
                       });
@@ -189,35 +176,80 @@ template <typename Op, typename T>
 void unary(const KernelContext& k) {
   unary_loop<T, T>(k, Op{});
 }
+// Block functors (KernelDef::block): out[i] = Op(a[i], b[i]) / Op(x[i]) over n contiguous
+// elements, shared by the op's kernel and FusedElementwise.
+template <typename Op, typename T>
+void binary_block(const void* const* in, void* out, std::int64_t n) {
+  const T* a = static_cast<const T*>(in[0]);
+  const T* b = static_cast<const T*>(in[1]);
+  T* y = static_cast<T*>(out);
+  for (std::int64_t i = 0; i < n; ++i) y[i] = Op{}(a[i], b[i]);
+}
+template <typename Op, typename T>
+void unary_block_fn(const void* const* in, void* out, std::int64_t n) {
+  const T* x = static_cast<const T*>(in[0]);
+  T* y = static_cast<T*>(out);
+  for (std::int64_t i = 0; i < n; ++i) y[i] = Op{}(x[i]);
+}
+
 // Eigen's vectorized exp and log are accurate in the normal range but clamp near its edges:
 // float exp overflows a little early, double exp never reaches 0 (exp(-inf) is 5.6e-309), and
-// log treats subnormals as the smallest normal. A block holding such inputs (rare) has them
-// recomputed with the scalar functions.
-template <typename T>
-void exp(const KernelContext& k) {
-  unary_block<T>(k, [](const auto& x, auto& y) {
-    constexpr bool kFloat = std::is_same_v<T, float>;
-    constexpr T kLow = kFloat ? T(-87) : T(-708);
-    constexpr T kHigh = kFloat ? T(88) : T(709);
-    // Decide from x before writing y: y may be x itself (the runtime runs elementwise ops in
-    // place).
-    if (x.minCoeff() < kLow || x.maxCoeff() > kHigh) {
-      for (Eigen::Index i = 0; i < x.size(); ++i) y[i] = std::exp(x[i]);
-    } else {
-      y = x.exp();
+// log treats subnormals as the smallest normal. Those elements (rare) are recomputed with the
+// scalar functions. y may be x itself (the runtime runs elementwise ops in place), so a span
+// holding such inputs is copied aside first. Spans start at multiples of kSpan from the block's
+// start, so Eigen's packets fall on the same elements whatever the caller's blocking.
+constexpr std::int64_t kSpan = 256;
+
+template <typename T, typename Vectorized, typename Scalar, typename Outside>
+void eigen_block(const T* x, T* y, std::int64_t n, Vectorized vec, Scalar scalar,
+                 Outside outside) {
+  using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
+  for (std::int64_t s = 0; s < n; s += kSpan) {
+    const std::int64_t m = std::min(kSpan, n - s);
+    Eigen::Map<const Array> xs(x + s, m);
+    Eigen::Map<Array> ys(y + s, m);
+    bool edge = false;
+    for (std::int64_t i = 0; i < m; ++i) edge |= outside(x[s + i]);
+    if (!edge) {
+      ys = vec(xs);
+      continue;
     }
-  });
+    T saved[kSpan];
+    std::copy(x + s, x + s + m, saved);
+    ys = vec(Eigen::Map<const Array>(saved, m));
+    for (std::int64_t i = 0; i < m; ++i) {
+      if (outside(saved[i])) y[s + i] = scalar(saved[i]);
+    }
+  }
+}
+
+template <typename T>
+void exp_block(const void* const* in, void* out, std::int64_t n) {
+  constexpr bool kFloat = std::is_same_v<T, float>;
+  constexpr T kLow = kFloat ? T(-87) : T(-708);
+  constexpr T kHigh = kFloat ? T(88) : T(709);
+  eigen_block<T>(static_cast<const T*>(in[0]), static_cast<T*>(out), n,
+                 [](const auto& x) { return x.exp(); }, [](T v) { return std::exp(v); },
+                 [](T v) { return !(v >= kLow && v <= kHigh); });
 }
 template <typename T>
-void log(const KernelContext& k) {
-  unary_block<T>(k, [](const auto& x, auto& y) {
-    constexpr T kMinNormal = std::numeric_limits<T>::min();
-    if (x.minCoeff() < kMinNormal) {  // decided before y (possibly x itself) is written
-      for (Eigen::Index i = 0; i < x.size(); ++i) y[i] = std::log(x[i]);
-    } else {
-      y = x.log();
-    }
-  });
+void log_block(const void* const* in, void* out, std::int64_t n) {
+  constexpr T kMinNormal = std::numeric_limits<T>::min();
+  eigen_block<T>(static_cast<const T*>(in[0]), static_cast<T*>(out), n,
+                 [](const auto& x) { return x.log(); }, [](T v) { return std::log(v); },
+                 [](T v) { return !(v >= kMinNormal); });
+}
+
+// A same-shape unary op through its block functor, chunk by chunk.
+template <typename T, BlockFn Block>
+void unary_by_block(const KernelContext& k) {
+  const void* px = k.in(0).raw_data();
+  void* py = k.out(0).raw_data();
+  cpu::pool(k).parallel_for(k.out(0).numel(), kElementwiseGrain,
+                            [&](std::int64_t begin, std::int64_t end) {
+                              const void* in[1] = {static_cast<const T*>(px) + begin};
+                              Block(in, static_cast<T*>(py) + begin, end - begin);
+                            });
 }
 
 // ---- Select -------------------------------------------------------------------------------
@@ -245,14 +277,14 @@ void select_typed(const KernelContext& k) {
   const T* pb = b.data<T>();
   T* py = y.data<T>();
   if (c.shape() == y.shape() && a.shape() == y.shape() && b.shape() == y.shape()) {
-    k.pool.parallel_for(y.numel(), kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
+    cpu::pool(k).parallel_for(y.numel(), kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
 #pragma GCC ivdep
       for (std::int64_t i = begin; i < end; ++i) py[i] = blend<T>(pc[i], pa[i], pb[i]);
     });
     return;
   }
   const BroadcastPlan plan(y.shape(), {&c.shape(), &a.shape(), &b.shape()});
-  k.pool.parallel_for(y.numel(), kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
+  cpu::pool(k).parallel_for(y.numel(), kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
     plan.for_each_run(begin, end, [&](std::int64_t o, const std::int64_t* in,
                                       const std::int64_t* step, std::int64_t n) {
       const bool* xc = pc + in[0];
@@ -362,42 +394,76 @@ constexpr Types<float, double> kFloating;
 constexpr Types<float, double, std::int32_t, std::int64_t> kNumeric;
 constexpr Types<float, double, std::int32_t, std::int64_t, std::uint8_t, bool> kAll;
 
-// Adds make.operator()<T>() under each dtype T of the list.
+// An elementwise op (runs in place); floating dtypes also give FusedElementwise their block.
+template <typename... Ts, typename Make, typename MakeBlock>
+void add_elementwise(KernelRegistry& r, std::string_view op, Types<Ts...>, Make make,
+                     MakeBlock block) {
+  (r.add(op, DTypeOf<Ts>::value, make.template operator()<Ts>())
+       .writes_every_output_element()
+       .elementwise(std::is_floating_point_v<Ts> ? block.template operator()<Ts>() : nullptr),
+   ...);
+}
 template <typename... Ts, typename Make>
-void add_kernels(KernelRegistry& r, std::string_view op, Types<Ts...>, Make make) {
-  (r.add(op, DTypeOf<Ts>::value, Device::kCPU, make.template operator()<Ts>()), ...);
+void add_elementwise(KernelRegistry& r, std::string_view op, Types<Ts...> types, Make make) {
+  add_elementwise(r, op, types, make, []<typename T>() -> BlockFn { return nullptr; });
 }
 
 }  // namespace
 
 void register_cpu_math_kernels(KernelRegistry& r) {
-  add_kernels(r, "Add", kNumeric, []<typename T>() { return &binary<AddOp, T>; });
-  add_kernels(r, "Sub", kNumeric, []<typename T>() { return &binary<SubOp, T>; });
-  add_kernels(r, "Mul", kNumeric, []<typename T>() { return &binary<MulOp, T>; });
-  add_kernels(r, "RealDiv", kFloating, []<typename T>() { return &binary<DivOp, T>; });
-  add_kernels(r, "Pow", kFloating, []<typename T>() { return &binary<PowOp, T>; });
-  add_kernels(r, "Maximum", kNumeric, []<typename T>() { return &binary<MaxOp, T>; });
-  add_kernels(r, "Minimum", kNumeric, []<typename T>() { return &binary<MinOp, T>; });
-  add_kernels(r, "Equal", kAll, []<typename T>() { return &compare<EqualOp, T>; });
-  add_kernels(r, "Less", kNumeric, []<typename T>() { return &compare<LessOp, T>; });
-  add_kernels(r, "Greater", kNumeric, []<typename T>() { return &compare<GreaterOp, T>; });
-  add_kernels(r, "Neg", kNumeric, []<typename T>() { return &unary<NegOp, T>; });
-  add_kernels(r, "Square", kNumeric, []<typename T>() { return &unary<SquareOp, T>; });
-  add_kernels(r, "Abs", kNumeric, []<typename T>() { return &unary<AbsOp, T>; });
-  add_kernels(r, "Sign", kNumeric, []<typename T>() { return &unary<SignOp, T>; });
-  add_kernels(r, "Sqrt", kFloating, []<typename T>() { return &unary<SqrtOp, T>; });
-  add_kernels(r, "Rsqrt", kFloating, []<typename T>() { return &unary<RsqrtOp, T>; });
-  add_kernels(r, "Exp", kFloating, []<typename T>() { return &exp<T>; });
-  add_kernels(r, "Log", kFloating, []<typename T>() { return &log<T>; });
+  add_elementwise(r, "Add", kNumeric, []<typename T>() { return &binary<AddOp, T>; },
+                  []<typename T>() { return &binary_block<AddOp, T>; });
+  add_elementwise(r, "Sub", kNumeric, []<typename T>() { return &binary<SubOp, T>; },
+                  []<typename T>() { return &binary_block<SubOp, T>; });
+  add_elementwise(r, "Mul", kNumeric, []<typename T>() { return &binary<MulOp, T>; },
+                  []<typename T>() { return &binary_block<MulOp, T>; });
+  add_elementwise(r, "RealDiv", kFloating, []<typename T>() { return &binary<DivOp, T>; },
+                  []<typename T>() { return &binary_block<DivOp, T>; });
+  add_elementwise(r, "Pow", kFloating, []<typename T>() { return &binary<PowOp, T>; });
+  add_elementwise(r, "Maximum", kNumeric, []<typename T>() { return &binary<MaxOp, T>; },
+                  []<typename T>() { return &binary_block<MaxOp, T>; });
+  add_elementwise(r, "Minimum", kNumeric, []<typename T>() { return &binary<MinOp, T>; },
+                  []<typename T>() { return &binary_block<MinOp, T>; });
+  add_elementwise(r, "Equal", kAll, []<typename T>() { return &compare<EqualOp, T>; });
+  add_elementwise(r, "Less", kNumeric, []<typename T>() { return &compare<LessOp, T>; });
+  add_elementwise(r, "Greater", kNumeric, []<typename T>() { return &compare<GreaterOp, T>; });
+  add_elementwise(r, "Neg", kNumeric, []<typename T>() { return &unary<NegOp, T>; },
+                  []<typename T>() { return &unary_block_fn<NegOp, T>; });
+  add_elementwise(r, "Square", kNumeric, []<typename T>() { return &unary<SquareOp, T>; },
+                  []<typename T>() { return &unary_block_fn<SquareOp, T>; });
+  add_elementwise(r, "Abs", kNumeric, []<typename T>() { return &unary<AbsOp, T>; },
+                  []<typename T>() { return &unary_block_fn<AbsOp, T>; });
+  add_elementwise(r, "Sign", kNumeric, []<typename T>() { return &unary<SignOp, T>; });
+  add_elementwise(r, "Sqrt", kFloating, []<typename T>() { return &unary<SqrtOp, T>; },
+                  []<typename T>() { return &unary_block_fn<SqrtOp, T>; });
+  add_elementwise(r, "Rsqrt", kFloating, []<typename T>() { return &unary<RsqrtOp, T>; });
+  add_elementwise(r, "Exp", kFloating,
+                  []<typename T>() { return &unary_by_block<T, &exp_block<T>>; },
+                  []<typename T>() { return &exp_block<T>; });
+  add_elementwise(r, "Log", kFloating,
+                  []<typename T>() { return &unary_by_block<T, &log_block<T>>; },
+                  []<typename T>() { return &log_block<T>; });
   // Keyed by the value dtype (Select's kernel_dtype_from is input 1, x).
   for (DType d : {DType::kBool, DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64,
                   DType::kUInt8}) {
-    r.add("Select", d, Device::kCPU, &select);
+    r.add("Select", d, &select).writes_every_output_element().elementwise();
   }
-  add_kernels(r, "ZerosLike", kAll, []<typename T>() { return &zeros_like<T>; });
-  add_kernels(r, "OnesLike", kAll, []<typename T>() { return &ones_like<T>; });
-  add_kernels(r, "Fill", kAll, []<typename T>() { return &fill<T>; });
-  add_kernels(r, "Cast", kAll, []<typename T>() { return &cast<T>; });
+  add_elementwise(r, "ZerosLike", kAll, []<typename T>() { return &zeros_like<T>; });
+  add_elementwise(r, "OnesLike", kAll, []<typename T>() { return &ones_like<T>; });
+  // Not on the runtime's every-element list (no NaN-output case in tests/runtime yet): their
+  // fresh outputs are zero-filled first.
+  r.add("Fill", DType::kFloat32, &fill<float>);
+  r.add("Fill", DType::kFloat64, &fill<double>);
+  r.add("Fill", DType::kInt32, &fill<std::int32_t>);
+  r.add("Fill", DType::kInt64, &fill<std::int64_t>);
+  r.add("Fill", DType::kUInt8, &fill<std::uint8_t>);
+  r.add("Fill", DType::kBool, &fill<bool>);
+  r.add("Cast", DType::kFloat32, &cast<float>).elementwise();
+  r.add("Cast", DType::kFloat64, &cast<double>).elementwise();
+  r.add("Cast", DType::kInt32, &cast<std::int32_t>).elementwise();
+  r.add("Cast", DType::kInt64, &cast<std::int64_t>).elementwise();
+  r.add("Cast", DType::kUInt8, &cast<std::uint8_t>).elementwise();
+  r.add("Cast", DType::kBool, &cast<bool>).elementwise();
 }
 
 }  // namespace loom::backend

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/cpu.h"
 #include "backends/kernel.h"
 #include "backends/thread_pool.h"
 
@@ -98,7 +99,7 @@ void batch_matmul(const KernelContext& k) {
   const std::int64_t work = m * n * std::max<std::int64_t>(1, inner);
   if (work < kSmallProduct) {
     const std::int64_t grain = std::max<std::int64_t>(1, kSmallProduct / std::max<std::int64_t>(1, work));
-    k.pool.parallel_for(count, grain, [&](std::int64_t lo, std::int64_t hi) {
+    cpu::pool(k).parallel_for(count, grain, [&](std::int64_t lo, std::int64_t hi) {
       for (std::int64_t i = lo; i < hi; ++i) one(i);
     });
   } else {
@@ -131,7 +132,7 @@ void bias_add(const KernelContext& k) {
   if (v.inner == 1) {
     // Rows of `channels` elements: the bias vector lines up with each row.
     const std::int64_t grain = std::max<std::int64_t>(1, kGrain / std::max<std::int64_t>(1, v.channels));
-    k.pool.parallel_for(v.outer, grain, [&](std::int64_t lo, std::int64_t hi) {
+    cpu::pool(k).parallel_for(v.outer, grain, [&](std::int64_t lo, std::int64_t hi) {
       for (std::int64_t o = lo; o < hi; ++o) {
         const T* xr = x + o * v.channels;
         T* yr = y + o * v.channels;
@@ -142,7 +143,7 @@ void bias_add(const KernelContext& k) {
   }
   // Runs of `inner` elements, each getting one bias value.
   const std::int64_t grain = std::max<std::int64_t>(1, kGrain / v.inner);
-  k.pool.parallel_for(v.outer * v.channels, grain, [&](std::int64_t lo, std::int64_t hi) {
+  cpu::pool(k).parallel_for(v.outer * v.channels, grain, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t r = lo; r < hi; ++r) {
       const T bv = bias[r % v.channels];
       const T* xr = x + r * v.inner;
@@ -174,7 +175,7 @@ void bias_add_grad(const KernelContext& k) {
   const ChannelView v = channel_view(k.in(0).shape(), k.attr("format"));
   const std::int64_t per_channel = std::max<std::int64_t>(1, v.outer * v.inner);
   const std::int64_t grain = std::max<std::int64_t>(1, kGrain / per_channel);
-  k.pool.parallel_for(v.channels, grain, [&](std::int64_t lo, std::int64_t hi) {
+  cpu::pool(k).parallel_for(v.channels, grain, [&](std::int64_t lo, std::int64_t hi) {
     if (v.inner == 1) {
       // Channels are the contiguous axis: accumulate whole rows of this channel range.
       std::vector<double> acc(static_cast<std::size_t>(hi - lo), 0.0);
@@ -198,14 +199,14 @@ void bias_add_grad(const KernelContext& k) {
 }  // namespace
 
 void register_cpu_matmul_kernels(KernelRegistry& r) {
-  r.add("MatMul", DType::kFloat32, Device::kCPU, matmul<float>);
-  r.add("MatMul", DType::kFloat64, Device::kCPU, matmul<double>);
-  r.add("BatchMatMul", DType::kFloat32, Device::kCPU, batch_matmul<float>);
-  r.add("BatchMatMul", DType::kFloat64, Device::kCPU, batch_matmul<double>);
-  r.add("BiasAdd", DType::kFloat32, Device::kCPU, bias_add<float>);
-  r.add("BiasAdd", DType::kFloat64, Device::kCPU, bias_add<double>);
-  r.add("BiasAddGrad", DType::kFloat32, Device::kCPU, bias_add_grad<float>);
-  r.add("BiasAddGrad", DType::kFloat64, Device::kCPU, bias_add_grad<double>);
+  r.add("MatMul", DType::kFloat32, matmul<float>).writes_every_output_element();
+  r.add("MatMul", DType::kFloat64, matmul<double>).writes_every_output_element();
+  r.add("BatchMatMul", DType::kFloat32, batch_matmul<float>);
+  r.add("BatchMatMul", DType::kFloat64, batch_matmul<double>);
+  r.add("BiasAdd", DType::kFloat32, bias_add<float>).writes_every_output_element();
+  r.add("BiasAdd", DType::kFloat64, bias_add<double>).writes_every_output_element();
+  r.add("BiasAddGrad", DType::kFloat32, bias_add_grad<float>).writes_every_output_element();
+  r.add("BiasAddGrad", DType::kFloat64, bias_add_grad<double>).writes_every_output_element();
 }
 
 }  // namespace loom::backend

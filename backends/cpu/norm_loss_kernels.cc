@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu.h"
 #include "backends/kernel.h"
 #include "backends/thread_pool.h"
 #include "core/ir/error.h"
@@ -284,7 +285,7 @@ void batch_norm(const KernelContext& k) {
   std::vector<double> mul(channels);
   if (!k.attr("is_training").as_bool()) {
     for (std::size_t c = 0; c < channels; ++c) mul[c] = scale[c] / std::sqrt(moving_var[c] + eps);
-    channel_affine(k.pool, l, px, moving_mean, mul, bias, py);
+    channel_affine(cpu::pool(k), l, px, moving_mean, mul, bias, py);
     store<T>(moving_mean, k.out(1));
     store<T>(moving_var, k.out(2));
     store<T>(moving_mean, k.out(3));
@@ -292,7 +293,7 @@ void batch_norm(const KernelContext& k) {
     return;
   }
   std::vector<double> mean, var;
-  batch_moments(k.pool, l, px, mean, var);
+  batch_moments(cpu::pool(k), l, px, mean, var);
   const double momentum = k.attr("momentum").as_double();
   const auto m = static_cast<double>(l.per_channel());
   std::vector<double> inv_std(channels), new_mean(channels), new_var(channels);
@@ -302,7 +303,7 @@ void batch_norm(const KernelContext& k) {
     new_mean[c] = (1 - momentum) * moving_mean[c] + momentum * mean[c];
     new_var[c] = (1 - momentum) * moving_var[c] + momentum * var[c] * m / (m - 1);
   }
-  channel_affine(k.pool, l, px, mean, mul, bias, py);
+  channel_affine(cpu::pool(k), l, px, mean, mul, bias, py);
   store<T>(new_mean, k.out(1));
   store<T>(new_var, k.out(2));
   store<T>(mean, k.out(3));
@@ -325,7 +326,7 @@ void batch_norm_grad(const KernelContext& k) {
     for (double& v : inv_std) v = 1.0 / std::sqrt(v + eps);  // reserve_space_2 is the variance
   }
   // Σ dy and Σ dy·(x - mean) per channel.
-  const auto sums = channel_sums<2>(k.pool, l, [&](int64_t c, int64_t off, int64_t len,
+  const auto sums = channel_sums<2>(cpu::pool(k), l, [&](int64_t c, int64_t off, int64_t len,
                                                    auto& s) {
     const std::array<double, 2> d =
         gradient_sums(pdy + off, px + off, len, mean[static_cast<std::size_t>(c)]);
@@ -349,7 +350,7 @@ void batch_norm_grad(const KernelContext& k) {
     T* pdx = k.out(0).data<T>();
     const int64_t planes = l.n * l.c;
     const int64_t grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, l.s));
-    k.pool.parallel_for(planes, grain, [&](int64_t begin, int64_t end) {
+    cpu::pool(k).parallel_for(planes, grain, [&](int64_t begin, int64_t end) {
       for (int64_t p = begin; p < end; ++p) {
         const auto c = static_cast<std::size_t>(p % l.c);
         const T a = static_cast<T>(mul[c]);
@@ -366,7 +367,7 @@ void batch_norm_grad(const KernelContext& k) {
   }
   // Inference: dx = dy·scale·inv_std.
   const std::vector<double> zeros(channels, 0.0);
-  channel_affine(k.pool, l, pdy, zeros, mul, zeros, k.out(0).data<T>());
+  channel_affine(cpu::pool(k), l, pdy, zeros, mul, zeros, k.out(0).data<T>());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -394,7 +395,7 @@ void softmax_cross_entropy(const KernelContext& k) {
   T* loss = k.out(0).data<T>();
   T* backprop = k.out(1).data<T>();
   const int64_t grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, classes));
-  k.pool.parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+  cpu::pool(k).parallel_for(n, grain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const T* x = px + i * classes;
       const T* labels = pl + i * classes;
@@ -442,7 +443,7 @@ void sparse_softmax_cross_entropy(const KernelContext& k) {
   if (k.attr("is_grad").as_bool()) {
     T* grad = k.out(0).data<T>();
     const double inv_n = 1.0 / static_cast<double>(n);
-    k.pool.parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+    cpu::pool(k).parallel_for(n, grain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const T* x = px + i * classes;
         const double lse = log_sum_exp(x, classes);
@@ -456,7 +457,7 @@ void sparse_softmax_cross_entropy(const KernelContext& k) {
     return;
   }
   std::vector<double> row_loss(static_cast<std::size_t>(n));
-  k.pool.parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+  cpu::pool(k).parallel_for(n, grain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const T* x = px + i * classes;
       row_loss[static_cast<std::size_t>(i)] =
@@ -475,7 +476,7 @@ void l2_loss(const KernelContext& k) {
   const int64_t n = x.numel();
   const int64_t chunks = ThreadPool::num_chunks(n, kGrainElements);
   std::vector<double> partial(static_cast<std::size_t>(chunks), 0.0);
-  k.pool.parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
+  cpu::pool(k).parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
       const int64_t first = b * kGrainElements;
       const T* p = px + first;
@@ -494,12 +495,12 @@ void l2_loss(const KernelContext& k) {
 template <typename T>
 void add_kernels(KernelRegistry& r) {
   constexpr DType dtype = DTypeOf<T>::value;
-  r.add("BatchNorm", dtype, Device::kCPU, batch_norm<T>);
-  r.add("BatchNormGrad", dtype, Device::kCPU, batch_norm_grad<T>);
-  r.add("SoftmaxCrossEntropyWithLogits", dtype, Device::kCPU, softmax_cross_entropy<T>);
-  r.add("SparseSoftmaxCrossEntropyWithLogits", dtype, Device::kCPU,
+  r.add("BatchNorm", dtype, batch_norm<T>).writes_every_output_element();
+  r.add("BatchNormGrad", dtype, batch_norm_grad<T>).writes_every_output_element();
+  r.add("SoftmaxCrossEntropyWithLogits", dtype, softmax_cross_entropy<T>);
+  r.add("SparseSoftmaxCrossEntropyWithLogits", dtype,
         sparse_softmax_cross_entropy<T>);
-  r.add("L2Loss", dtype, Device::kCPU, l2_loss<T>);
+  r.add("L2Loss", dtype, l2_loss<T>);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // its bias-corrected rate computed once in the parameter's dtype).
 #include <cmath>
 
+#include "backends/cpu/cpu.h"
 #include "backends/kernel.h"
 #include "backends/thread_pool.h"
 #include "core/ir/error.h"
@@ -30,7 +31,7 @@ void apply_momentum(const KernelContext& k) {
   const bool nesterov = k.attr("use_nesterov").as_bool();
   T* var_out = k.out(0).data<T>();
   T* accum_out = k.out(1).data<T>();
-  k.pool.parallel_for(k.in(0).numel(), kGrain, [&](std::int64_t b, std::int64_t e) {
+  cpu::pool(k).parallel_for(k.in(0).numel(), kGrain, [&](std::int64_t b, std::int64_t e) {
     if (nesterov) {
       for (std::int64_t i = b; i < e; ++i) {
         const T g = grad[i] * scale;
@@ -70,7 +71,7 @@ void apply_adam(const KernelContext& k) {
   T* var_out = k.out(0).data<T>();
   T* m_out = k.out(1).data<T>();
   T* v_out = k.out(2).data<T>();
-  k.pool.parallel_for(k.in(0).numel(), kGrain, [&](std::int64_t b, std::int64_t e) {
+  cpu::pool(k).parallel_for(k.in(0).numel(), kGrain, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) {
       const T g = grad[i];
       const T mi = m[i] + (g - m[i]) * (one - beta1);
@@ -86,10 +87,16 @@ void apply_adam(const KernelContext& k) {
 }  // namespace
 
 void register_cpu_optimizer_kernels(KernelRegistry& r) {
-  r.add("ApplyMomentum", DType::kFloat32, Device::kCPU, apply_momentum<float>);
-  r.add("ApplyMomentum", DType::kFloat64, Device::kCPU, apply_momentum<double>);
-  r.add("ApplyAdam", DType::kFloat32, Device::kCPU, apply_adam<float>);
-  r.add("ApplyAdam", DType::kFloat64, Device::kCPU, apply_adam<double>);
+  // Each element of the new variable and state is computed from the same element of the old
+  // ones, read first: the training step writes them in place (donation).
+  for (KernelDef* d : {&r.add("ApplyMomentum", DType::kFloat32, apply_momentum<float>),
+                       &r.add("ApplyMomentum", DType::kFloat64, apply_momentum<double>)}) {
+    d->writes_every_output_element().may_overwrite(0, 0).may_overwrite(1, 1);
+  }
+  for (KernelDef* d : {&r.add("ApplyAdam", DType::kFloat32, apply_adam<float>),
+                       &r.add("ApplyAdam", DType::kFloat64, apply_adam<double>)}) {
+    d->writes_every_output_element().may_overwrite(0, 0).may_overwrite(1, 1).may_overwrite(2, 2);
+  }
 }
 
 }  // namespace loom::backend

@@ -20,8 +20,7 @@
 //   MaxPoolGrad and AvgPoolGrad write every dx element once, with no zero pass; MaxPoolGrad of
 //   overlapping windows adds into a zeroed plane in the reference's order, and AvgPoolGrad of
 //   overlapping windows stays on the reference path.
-// Every kernel writes every output element (the runtime relies on it: runtime/executable.cc,
-// writes_every_output_element).
+// Every kernel writes every output element (declared at registration: KernelDef).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -31,6 +30,7 @@
 #include <string>
 #include <type_traits>
 
+#include "backends/cpu/cpu.h"
 #include "backends/kernel.h"
 #include "backends/thread_pool.h"
 
@@ -685,68 +685,90 @@ void fast_avg_pool_grad_2x2(const PoolGeometry& g, const T* dout, T* dx, ThreadP
 // ---------------------------------------------------------------------------------------------
 // Kernels
 
+// A node's geometry and path, fixed when its graph is compiled (LOOM_POOL read then).
+struct PoolPlan {
+  PoolGeometry g;
+  bool fast;
+};
+
+// x is input 0; the pooled shape is the output's (MaxPool, AvgPool, MaxPoolGradGrad) or input
+// 2's, dout (the gradients).
+template <bool kPooledIsInput2>
+Prepared prepare_pool(const PrepareContext& c) {
+  const Shape& pooled = kPooledIsInput2 ? c.inputs[2].shape : c.outputs[0].shape;
+  PoolPlan plan{pool_geometry(c.prim, c.inputs[0].shape, pooled), false};
+  plan.fast = fast_path_takes(plan.g);
+  return {std::make_shared<PoolPlan>(plan), 0};
+}
+
 template <typename T>
 void max_pool(const KernelContext& k) {
-  const PoolGeometry g = pool_geometry(k.prim, k.in(0).shape(), k.out(0).shape());
+  const PoolPlan& p = k.state<PoolPlan>();
   const T* x = k.in(0).data<T>();
   T* y = k.out(0).data<T>();
-  if (!fast_path_takes(g)) return reference_max_pool(g, x, y, k.pool);
-  if (g.kh == 2) return fast_max_pool<T, 2>(g, x, y, k.pool);
-  fast_max_pool<T, 3>(g, x, y, k.pool);
+  if (!p.fast) return reference_max_pool(p.g, x, y, cpu::pool(k));
+  if (p.g.kh == 2) return fast_max_pool<T, 2>(p.g, x, y, cpu::pool(k));
+  fast_max_pool<T, 3>(p.g, x, y, cpu::pool(k));
 }
 
 // MaxPoolGrad(x, out, dout) → dx: each dout added at its window's first maximum.
 template <typename T>
 void max_pool_grad(const KernelContext& k) {
-  const PoolGeometry g = pool_geometry(k.prim, k.in(0).shape(), k.in(2).shape());
+  const PoolPlan& p = k.state<PoolPlan>();
   const T* x = k.in(0).data<T>();
   const T* dout = k.in(2).data<T>();
   T* dx = k.out(0).data<T>();
-  if (!fast_path_takes(g)) return reference_max_pool_grad(g, x, dout, dx, k.pool);
-  if (g.kh == 2) return fast_max_pool_grad<T, 2>(g, x, dout, dx, k.pool);
-  fast_max_pool_grad<T, 3>(g, x, dout, dx, k.pool);
+  if (!p.fast) return reference_max_pool_grad(p.g, x, dout, dx, cpu::pool(k));
+  if (p.g.kh == 2) return fast_max_pool_grad<T, 2>(p.g, x, dout, dx, cpu::pool(k));
+  fast_max_pool_grad<T, 3>(p.g, x, dout, dx, cpu::pool(k));
 }
 
 // MaxPoolGradGrad(x, out, grad) → pooled: grad read at each window's first maximum.
 template <typename T>
 void max_pool_grad_grad(const KernelContext& k) {
-  const PoolGeometry g = pool_geometry(k.prim, k.in(0).shape(), k.out(0).shape());
+  const PoolPlan& p = k.state<PoolPlan>();
   const T* x = k.in(0).data<T>();
   const T* grad = k.in(2).data<T>();
   T* y = k.out(0).data<T>();
-  if (!fast_path_takes(g)) return reference_max_pool_grad_grad(g, x, grad, y, k.pool);
-  if (g.kh == 2) return fast_max_pool_grad_grad<T, 2>(g, x, grad, y, k.pool);
-  fast_max_pool_grad_grad<T, 3>(g, x, grad, y, k.pool);
+  if (!p.fast) return reference_max_pool_grad_grad(p.g, x, grad, y, cpu::pool(k));
+  if (p.g.kh == 2) return fast_max_pool_grad_grad<T, 2>(p.g, x, grad, y, cpu::pool(k));
+  fast_max_pool_grad_grad<T, 3>(p.g, x, grad, y, cpu::pool(k));
 }
 
 template <typename T>
 void avg_pool(const KernelContext& k) {
-  const PoolGeometry g = pool_geometry(k.prim, k.in(0).shape(), k.out(0).shape());
+  const PoolPlan& p = k.state<PoolPlan>();
   const T* x = k.in(0).data<T>();
   T* y = k.out(0).data<T>();
-  if (!fast_path_takes(g)) return reference_avg_pool(g, x, y, k.pool);
-  if (g.kh == 2) return fast_avg_pool<T, 2>(g, x, y, k.pool);
-  fast_avg_pool<T, 3>(g, x, y, k.pool);
+  if (!p.fast) return reference_avg_pool(p.g, x, y, cpu::pool(k));
+  if (p.g.kh == 2) return fast_avg_pool<T, 2>(p.g, x, y, cpu::pool(k));
+  fast_avg_pool<T, 3>(p.g, x, y, cpu::pool(k));
 }
 
 // AvgPoolGrad(x, out, dout) → dx: each dout spread evenly over its window.
 template <typename T>
 void avg_pool_grad(const KernelContext& k) {
-  const PoolGeometry g = pool_geometry(k.prim, k.in(0).shape(), k.in(2).shape());
+  const PoolPlan& p = k.state<PoolPlan>();
   const T* dout = k.in(2).data<T>();
   T* dx = k.out(0).data<T>();
-  if (!fast_path_takes(g) || g.overlapping()) return reference_avg_pool_grad(g, dout, dx, k.pool);
-  fast_avg_pool_grad_2x2(g, dout, dx, k.pool);
+  if (!p.fast || p.g.overlapping()) return reference_avg_pool_grad(p.g, dout, dx, cpu::pool(k));
+  fast_avg_pool_grad_2x2(p.g, dout, dx, cpu::pool(k));
 }
 
+// Every kernel writes every output element (tested against NaN-filled outputs).
 template <typename T>
 void add_kernels(KernelRegistry& r) {
   constexpr DType dtype = DTypeOf<T>::value;
-  r.add("MaxPool", dtype, Device::kCPU, max_pool<T>);
-  r.add("MaxPoolGrad", dtype, Device::kCPU, max_pool_grad<T>);
-  r.add("MaxPoolGradGrad", dtype, Device::kCPU, max_pool_grad_grad<T>);
-  r.add("AvgPool", dtype, Device::kCPU, avg_pool<T>);
-  r.add("AvgPoolGrad", dtype, Device::kCPU, avg_pool_grad<T>);
+  r.add("MaxPool", dtype, max_pool<T>).with_prepare(prepare_pool<false>)
+      .writes_every_output_element();
+  r.add("MaxPoolGrad", dtype, max_pool_grad<T>).with_prepare(prepare_pool<true>)
+      .writes_every_output_element();
+  r.add("MaxPoolGradGrad", dtype, max_pool_grad_grad<T>).with_prepare(prepare_pool<false>)
+      .writes_every_output_element();
+  r.add("AvgPool", dtype, avg_pool<T>).with_prepare(prepare_pool<false>)
+      .writes_every_output_element();
+  r.add("AvgPoolGrad", dtype, avg_pool_grad<T>).with_prepare(prepare_pool<true>)
+      .writes_every_output_element();
 }
 
 }  // namespace

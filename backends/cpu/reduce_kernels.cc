@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/cpu.h"
 #include "backends/kernel.h"
 #include "backends/thread_pool.h"
 
@@ -295,7 +296,7 @@ void reduce_kernel(const KernelContext& k) {
       dst = buffers[next].data();
       next ^= 1;
     }
-    reduce_axis<T, Op>(src, dst, outer, extent, inner, k.pool);
+    reduce_axis<T, Op>(src, dst, outer, extent, inner, cpu::pool(k));
     if (final) return;
     src = dst;
     // The kept runs on both sides of the removed one are now adjacent.
@@ -316,7 +317,7 @@ void mean_kernel(const KernelContext& k) {
   }
   T* y = k.out(0).data<T>();
   const T divisor = static_cast<T>(count);  // 0 for an empty extent: the mean is NaN
-  k.pool.parallel_for(k.out(0).numel(), kGrain, [&](std::int64_t b, std::int64_t e) {
+  cpu::pool(k).parallel_for(k.out(0).numel(), kGrain, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) y[i] /= divisor;
   });
 }
@@ -378,20 +379,20 @@ void argmax_kernel(const KernelContext& k) {
   Tensor& yt = k.out(0);
   if (yt.dtype() == DType::kInt64) {
     argmax_rows<T, std::int64_t>(xt.data<T>(), yt.data<std::int64_t>(), outer, extent, inner,
-                                 k.pool);
+                                 cpu::pool(k));
   } else {
     argmax_rows<T, std::int32_t>(xt.data<T>(), yt.data<std::int32_t>(), outer, extent, inner,
-                                 k.pool);
+                                 cpu::pool(k));
   }
 }
 
 template <typename T>
 void register_numeric(KernelRegistry& r) {
   const DType d = DTypeOf<T>::value;
-  r.add("ReduceSum", d, Device::kCPU, reduce_kernel<T, SumOp<T>>);
-  r.add("ReduceMax", d, Device::kCPU, reduce_kernel<T, MaxOp<T>>);
-  r.add("ReduceMin", d, Device::kCPU, reduce_kernel<T, MinOp<T>>);
-  r.add("ArgMax", d, Device::kCPU, argmax_kernel<T>);
+  r.add("ReduceSum", d, reduce_kernel<T, SumOp<T>>);
+  r.add("ReduceMax", d, reduce_kernel<T, MaxOp<T>>);
+  r.add("ReduceMin", d, reduce_kernel<T, MinOp<T>>);
+  r.add("ArgMax", d, argmax_kernel<T>);
 }
 
 }  // namespace
@@ -401,8 +402,8 @@ void register_cpu_reduce_kernels(KernelRegistry& r) {
   register_numeric<double>(r);
   register_numeric<std::int32_t>(r);
   register_numeric<std::int64_t>(r);
-  r.add("ReduceMean", DType::kFloat32, Device::kCPU, mean_kernel<float>);
-  r.add("ReduceMean", DType::kFloat64, Device::kCPU, mean_kernel<double>);
+  r.add("ReduceMean", DType::kFloat32, mean_kernel<float>);
+  r.add("ReduceMean", DType::kFloat64, mean_kernel<double>);
 }
 
 }  // namespace loom::backend

@@ -311,7 +311,9 @@ class Backward {
  public:
   Backward(FuncGraph* g, const Pair& p, const ForwardInfo& info,
            std::function<Pair(FuncGraph*)> get)
-      : g_(g), bg_(p.bwd), info_(info), e_(p.bwd), get_(std::move(get)) {}
+      : g_(g), bg_(p.bwd), info_(info), e_(p.bwd), get_(std::move(get)) {
+    e_.set_where("autodiff");
+  }
 
   void run();
 
@@ -437,6 +439,14 @@ void Backward::run() {
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     CNode* c = *it;
     if (adj_[c].zero()) continue;
+    // Every node emitted for c's gradient (its bprop, the sums of its inputs' adjoints) is a
+    // backward node naming c: scope "Gradients/<c's scope>" as MindSpore names them, c's line.
+    const ir::DebugInfo& fd = c->debug();
+    e_.set_debug({.scope = fd.scope.empty() ? std::string() : "Gradients/" + fd.scope,
+                  .file = fd.file,
+                  .line = fd.line,
+                  .role = ir::Role::kBackward,
+                  .forward = fd.scope});
     const ir::Primitive* prim = c->primitive();
     if (FuncGraph* h = c->called_graph()) {
       Pair ph = get_(h);
@@ -453,7 +463,7 @@ void Backward::run() {
       CNode* node = bg_->add_cnode({bg_->add_value(static_cast<ir::ValueNode*>(c->callee())->value()),
                                     forward(c->arg(0)), graph_value(bg_, pt.bwd),
                                     graph_value(bg_, pe.bwd), residual(c), dout_of(c)},
-                                   c->debug());
+                                   e_.debug());
       node->set_abstract(params_abstract(t));
       for (std::size_t i = 3; i < c->num_args(); ++i) {
         contribute(c->arg(i), tuple_get(bg_, node, i - 3, t->parameter(i - 3)->abstract()));
@@ -500,7 +510,7 @@ void Backward::run() {
       for (std::size_t i = 0; i < k; ++i) {
         inputs.push_back(tuple_get(bg_, dout, i, element_of(c->abstract(), i)));
       }
-      CNode* loop = bg_->add_cnode(inputs, c->debug());
+      CNode* loop = bg_->add_cnode(inputs, e_.debug());
       for (std::size_t i = 0; i < k; ++i) {
         contribute(c->arg(2 + i), tuple_get(bg_, loop, 2 + i, element_of(c->abstract(), i)));
       }
@@ -540,6 +550,7 @@ void Backward::run() {
       }
     }
   }
+  e_.set_debug({.role = ir::Role::kBackward});
   std::vector<Node*> grads;
   for (Parameter* p : g_->parameters()) {
     grads.push_back(materialize(adj_[p], p->abstract(), [this, p] { return forward(p); }));
@@ -611,6 +622,8 @@ ir::FuncGraph* grad(ir::FuncGraph* f, const GradOptions& options) {
     params.push_back(q);
   }
   GraphEmitter e(g);
+  e.set_where("autodiff");
+  e.set_debug({.role = ir::Role::kBackward});
   CNode* call = g->add_call(pf.fwd, params);
   call->set_abstract(output_abstract(pf.fwd));
   Node* out = tuple_get(g, call, 0, out_abs);

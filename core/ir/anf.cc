@@ -11,6 +11,15 @@
 
 namespace loom::ir {
 
+std::string_view role_name(Role role) {
+  switch (role) {
+    case Role::kForward: return "forward";
+    case Role::kBackward: return "backward";
+    case Role::kOptimizer: return "optimizer";
+  }
+  return "forward";
+}
+
 Node* CNode::input(std::size_t i) const {
   if (i >= inputs_.size()) {
     throw InternalError("CNode::input: expected an index below " + std::to_string(inputs_.size()) +

@@ -45,12 +45,23 @@ class Manager;
 
 // Where a node came from: the Cell path that created it ("LeNet5/conv1/Conv2D") and, where
 // known, the C++ (or Python) source location of the call.
+// What part of a training step a node belongs to. Tracing makes forward nodes; autodiff marks
+// the nodes it emits for a forward node's gradient as backward, naming that node; the training
+// step marks the optimizer's update.
+enum class Role : std::uint8_t { kForward, kBackward, kOptimizer };
+std::string_view role_name(Role role);  // "forward", "backward", "optimizer"
+
 struct DebugInfo {
   std::string scope;
   std::string file;
   int line = 0;
+  Role role = Role::kForward;
+  // A backward node: the scope of the forward node whose gradient it computes ("" otherwise).
+  std::string forward;
 
-  bool empty() const { return scope.empty() && file.empty() && line == 0; }
+  bool empty() const {
+    return scope.empty() && file.empty() && line == 0 && role == Role::kForward && forward.empty();
+  }
   bool operator==(const DebugInfo&) const = default;
 };
 

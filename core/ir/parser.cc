@@ -474,6 +474,24 @@ class Parser {
                                              std::numeric_limits<int>::max()));
       expect_char(')');
     }
+    if (try_keyword("role")) {
+      expect_char('(');
+      const std::size_t pos = pos_;
+      const std::string role(take_word());
+      if (role == "backward") {
+        debug.role = Role::kBackward;
+      } else if (role == "optimizer") {
+        debug.role = Role::kOptimizer;
+      } else if (role != "forward") {
+        fail_at(pos, "expected a role of forward, backward, optimizer, got '" + role + "'");
+      }
+      expect_char(')');
+    }
+    if (try_keyword("of")) {
+      expect_char('(');
+      debug.forward = take_string();
+      expect_char(')');
+    }
     CNode* c = graph_->add_cnode(std::move(inputs), std::move(debug));
     if (!all_digits(name)) c->set_name(name);
     c->set_abstract(std::move(abstract));

@@ -185,6 +185,8 @@ void append_debug(std::string& out, const DebugInfo& debug) {
   if (!debug.file.empty()) {
     out += " loc(" + quote_string(debug.file) + ":" + std::to_string(debug.line) + ")";
   }
+  if (debug.role != Role::kForward) out += " role(" + std::string(role_name(debug.role)) + ")";
+  if (!debug.forward.empty()) out += " of(" + quote_string(debug.forward) + ")";
 }
 
 class GraphPrinter {

@@ -41,7 +41,22 @@ Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
   std::memset(data_, 0, rounded == 0 ? kAlignment : rounded);
 }
 
-Storage::~Storage() { std::free(data_); }
+Storage::Storage(void* data, std::size_t nbytes, Device device, Release release)
+    : data_(data), nbytes_(nbytes), device_(device), release_(std::move(release)), owned_(false) {}
+
+Storage::~Storage() {
+  if (owned_) {
+    std::free(data_);
+  } else if (release_) {
+    release_(data_);
+  }
+}
+
+std::shared_ptr<Storage> Storage::wrap(void* data, std::size_t nbytes, Device device,
+                                       std::shared_ptr<const void> owner) {
+  return std::make_shared<Storage>(data, nbytes, device,
+                                   [owner = std::move(owner)](void*) mutable { owner.reset(); });
+}
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   numel_ = shape_numel(shape_);
@@ -105,6 +120,14 @@ void Tensor::check_dtype(DType requested) const {
   }
 }
 
+void Tensor::check_host(const char* what) const {
+  if (storage_ && !storage_->is_host()) {
+    throw TypeError(std::string("Tensor::") + what + ": expected a host (CPU) tensor, got a " +
+                    std::string(device_name(storage_->device())) +
+                    " tensor (copy it to the host first)");
+  }
+}
+
 void Tensor::check_size(std::size_t count) const {
   if (static_cast<std::int64_t>(count) != numel_) {
     throw ValueError("Tensor: expected " + std::to_string(numel_) + " values for shape " +
@@ -113,6 +136,7 @@ void Tensor::check_size(std::size_t count) const {
 }
 
 double Tensor::get(std::int64_t i) const {
+  check_host("get");
   const void* p = raw_data();
   switch (dtype_) {
     case DType::kFloat32: return static_cast<const float*>(p)[i];
@@ -142,6 +166,7 @@ Int saturate(double v) {
 }  // namespace
 
 void Tensor::set(std::int64_t i, double v) {
+  check_host("set");
   void* p = raw_data();
   switch (dtype_) {
     case DType::kFloat32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
@@ -167,6 +192,7 @@ std::vector<double> Tensor::to_doubles() const {
 
 Tensor Tensor::clone() const {
   if (!defined()) return Tensor();
+  check_host("clone");
   Tensor t(dtype_, shape_);
   std::memcpy(t.raw_data(), raw_data(), nbytes());
   return t;
@@ -185,13 +211,17 @@ Tensor Tensor::reshape(Shape shape) const {
 bool Tensor::bitwise_equal(const Tensor& other) const {
   if (defined() != other.defined()) return false;
   if (!defined()) return true;
+  check_host("bitwise_equal");
+  other.check_host("bitwise_equal");
   return dtype_ == other.dtype_ && shape_ == other.shape_ &&
          std::memcmp(raw_data(), other.raw_data(), nbytes()) == 0;
 }
 
 std::string Tensor::describe() const {
   if (!defined()) return "Tensor(undefined)";
-  return "Tensor[" + std::string(dtype_name(dtype_)) + "]" + shape_to_string(shape_);
+  std::string s = "Tensor[" + std::string(dtype_name(dtype_)) + "]" + shape_to_string(shape_);
+  if (!is_host()) s += " on " + std::string(device_name(device()));
+  return s;
 }
 
 }  // namespace loom

@@ -1,8 +1,13 @@
-// Tensor: a dense, contiguous, row-major host tensor with reference-counted storage.
+// Tensor: a dense, contiguous, row-major tensor with reference-counted storage.
 //
 // A Tensor is both the value held by a ValueNode in the IR and what users hold. Copying a Tensor
-// is cheap and shares the storage (as torch.Tensor does); clone() makes a deep copy. Storage is
-// 64-byte aligned so kernels may use aligned vector loads, and is zero-filled on creation.
+// is cheap and shares the storage (as torch.Tensor does); clone() makes a deep copy. Storage made
+// here is host memory, 64-byte aligned so kernels may use aligned vector loads, and zero-filled.
+// A backend makes storage on its device (Backend::allocate), and outside memory (a NumPy array,
+// a DLPack capsule) can be wrapped without a copy (Storage::wrap). The element accessors that
+// read or write values on the host (get, set, to_doubles, clone, bitwise_equal, from_*) need host
+// storage and throw TypeError for a device tensor; raw_data() and data<T>() give any tensor's
+// address (a device address for a device tensor, for that device's kernels).
 //
 //   Tensor t(DType::kFloat32, {2, 3});
 //   t.data<float>()[0] = 1.5f;
@@ -11,10 +16,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/ir/device.h"
 #include "core/ir/dtype.h"
 
 namespace loom {
@@ -27,23 +34,40 @@ std::int64_t shape_numel(const Shape& shape);
 // "(2, 3)"; "()" for a scalar.
 std::string shape_to_string(const Shape& shape);
 
-// Owns one aligned allocation. Shared by the Tensors that view it.
+// One block of memory on one device, shared by the Tensors that view it. Either an aligned host
+// allocation of its own, or memory someone else made, given back by a release function when the
+// last Tensor lets go (a backend's free, or dropping the owner of wrapped outside memory).
 class Storage {
  public:
+  using Release = std::function<void(void*)>;
+
+  // nbytes of zero-filled host memory, 64-byte aligned.
   explicit Storage(std::size_t nbytes);
+  // Takes `data` (nbytes on `device`); release(data) runs in the destructor (may be empty).
+  Storage(void* data, std::size_t nbytes, Device device, Release release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
+  // Outside memory viewed without a copy: `owner` (the NumPy array, the DLPack tensor...) is kept
+  // alive until the storage goes.
+  static std::shared_ptr<Storage> wrap(void* data, std::size_t nbytes, Device device,
+                                       std::shared_ptr<const void> owner);
+
   void* data() { return data_; }
   const void* data() const { return data_; }
   std::size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  bool is_host() const { return device_ == Device::kCPU; }
 
   static constexpr std::size_t kAlignment = 64;
 
  private:
   void* data_;
   std::size_t nbytes_;
+  Device device_ = Device::kCPU;
+  Release release_;  // empty for the storage's own host allocation (freed with std::free)
+  bool owned_ = true;
 };
 
 template <typename T>
@@ -71,6 +95,9 @@ class Tensor {
   static Tensor scalar(DType dtype, double value);
 
   bool defined() const { return storage_ != nullptr; }
+  // The device of the storage (kCPU for an undefined tensor).
+  Device device() const { return storage_ ? storage_->device() : Device::kCPU; }
+  bool is_host() const { return device() == Device::kCPU; }
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   std::int64_t rank() const { return static_cast<std::int64_t>(shape_.size()); }
@@ -88,12 +115,12 @@ class Tensor {
   const T* data() const;
 
   // Element i (flat index) converted to or from double, for any dtype. Slow; for tests, printing
-  // and parsing, never for kernels.
+  // and parsing, never for kernels. Host tensors only (TypeError otherwise).
   double get(std::int64_t i) const;
   void set(std::int64_t i, double value);
   std::vector<double> to_doubles() const;
 
-  // A deep copy with its own storage.
+  // A deep copy in new host storage (host tensors only; a backend copies device tensors).
   Tensor clone() const;
   // A view of the same storage with another shape of equal element count.
   Tensor reshape(Shape shape) const;
@@ -115,6 +142,7 @@ class Tensor {
 
  private:
   void check_dtype(DType requested) const;
+  void check_host(const char* what) const;  // TypeError for a device tensor
   void check_size(std::size_t count) const;  // count == numel(), else ValueError
 
   std::shared_ptr<Storage> storage_;
@@ -125,7 +153,7 @@ class Tensor {
 };
 
 template <typename T>
-Tensor Tensor::from_vector(Shape shape, const std::vector<T>& values) {
+Tensor Tensor::from_vector(Shape shape, const std::vector<T>& values) {  // host storage
   Tensor t(DTypeOf<T>::value, std::move(shape));
   t.check_size(values.size());
   T* out = t.data<T>();

@@ -6,8 +6,8 @@
 //   MatMul(x, w){ta, tb} → Add(·, b)     [→ ReLU | ReLU6]   likewise, when b is a rank-1 tensor
 //                                                           of the product's (known) column count
 //   Conv2D(x, w){...}    → BiasAdd(·, b) [→ ReLU | ReLU6]   into Conv2DBiasAct(x, w, b){..., act}
-//   a maximal connected group of >= 2 elementwise nodes (Trait::kElementwise, an op of
-//   ops::fused_elementwise_ops()) of one Float32/Float64 dtype and one known output shape into
+//   a maximal connected group of >= 2 elementwise nodes (ops marked OpDef::fusable)
+//   of one Float32/Float64 dtype and one known output shape into
 //   FusedElementwise(inputs...){program}, the group's last node its result.
 // Every absorbed node but the group's result must be used only inside the group (Manager::users)
 // and be no graph's output; the fused node takes the result's name, abstract and debug info.
@@ -143,11 +143,7 @@ bool fusible_elementwise(const Node* node) {
   const ir::Primitive* prim = c->primitive();
   if (!prim) return false;
   const ops::OpDef* def = ops::Registry::global().find(prim->name());
-  if (!def || def->trait != ops::Trait::kElementwise) return false;
-  const auto& supported = ops::fused_elementwise_ops();
-  if (std::find(supported.begin(), supported.end(), prim->name()) == supported.end()) {
-    return false;
-  }
+  if (!def || !def->fusable) return false;
   if (!prim->attrs().empty() || c->num_args() != static_cast<std::size_t>(def->num_inputs)) {
     return false;
   }

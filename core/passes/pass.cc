@@ -269,7 +269,7 @@ bool PassManager::run(ir::Module& module) {
   // Passes assume valid input; checking it first keeps a bad input from being blamed on the
   // first pass.
   if (options_.verify) ir::verify(module);
-  save_graphs(module, "input", /*with_dot=*/false);
+  if (options_.dump_input) save_graphs(module, "input", /*with_dot=*/false);
   bool changed = false;
   for (const Step& step : steps_) {
     if (!step.repeat) {

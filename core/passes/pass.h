@@ -101,6 +101,9 @@ bool verify_by_default();
 struct PassManagerOptions {
   // ir::verify after the input is read and after every pass.
   bool verify = verify_by_default();
+  // Write NN_input.ir before the first pass when dumping (a caller that dumped the stages
+  // before the pipeline itself turns it off).
+  bool dump_input = true;
   // A repeat group that still changes the module after this many rounds is a bug in a pass
   // (rewrites that undo each other); run() throws InternalError instead of looping forever.
   int max_rounds = 32;
@@ -138,6 +141,12 @@ class PassManager {
   // cannot be created or a file cannot be written. An empty path turns dumps off.
   PassManager& set_save_graphs_dir(std::string dir);
   const std::string& save_graphs_dir() const { return save_graphs_dir_; }
+  // Writes NN_<label>.ir and .dot into the save_graphs directory now (when one is set), in the
+  // same numbering: the stages a caller makes before the pipeline (the traced forward graph,
+  // its gradient) come first.
+  void dump(const ir::Module& module, const std::string& label) {
+    save_graphs(module, label, /*with_dot=*/true);
+  }
 
   const Options& options() const { return options_; }
   // The pipeline as text, in the form parse() reads: "inline,repeat(simplify,dce)".

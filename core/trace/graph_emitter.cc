@@ -1,4 +1,4 @@
-// GraphEmitter: bprop rules' op calls become inferred CNodes of the backward graph.
+// GraphEmitter: op calls become inferred CNodes with debug info.
 #include "core/trace/graph_emitter.h"
 
 #include "core/ir/anf.h"
@@ -33,8 +33,10 @@ ops::Var GraphEmitter::emit(std::string_view op, const std::vector<ops::Var>& ar
     abstracts.push_back(n->abstract());
     known = known && n->abstract() != nullptr;
   }
-  ir::CNode* c = target_->add_call(prim, inputs);
-  if (known) c->set_abstract(ops::infer(*prim, abstracts, "autodiff"));
+  // Inferred before the node is added, so that a failing op leaves no half-built node behind.
+  ir::AbstractPtr out = known ? ops::infer(*prim, abstracts, where_) : nullptr;
+  ir::CNode* c = target_->add_call(prim, inputs, debug_for(op));
+  c->set_abstract(std::move(out));
   return ops::Var(static_cast<ir::Node*>(c));
 }
 

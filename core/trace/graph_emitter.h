@@ -1,8 +1,11 @@
-// The graph emitter: the ops::Emitter that bprop rules talk to when core/autodiff builds a
-// backward graph. Each emit() becomes a CNode of the target graph whose abstract comes from
-// ops::infer, so the gradient is ordinary, inferred IR that can be differentiated again.
+// The IR emitter: the one place where ops called through an ops::Emitter become CNodes. Tracing
+// a Cell's construct (core/trace/tracer.h) and emitting bprop rules in core/autodiff both go
+// through it, so every node is made the same way: the op's attributes checked and completed,
+// its abstract inferred before the node is added (a failing op leaves no half-built node), and
+// its debug info (Cell scope, source line, role) attached.
 //
 //   GraphEmitter e(bwd_graph);
+//   e.set_debug({.scope = "Gradients/Net/dense/MatMul", .role = ir::Role::kBackward});
 //   ops::Var dx = e.mul(dout, e.emit("Exp", {x}));   // two CNodes appended to bwd_graph
 //
 // A Var holding a node must name a node of the target graph (a parameter, constant or cnode);
@@ -10,16 +13,15 @@
 // unknown (a residual tuple of a recursive graph), the new node gets no abstract either.
 #pragma once
 
-#include "ops/emitter.h"
+#include <string>
+#include <string_view>
 
-namespace loom::ir {
-class FuncGraph;
-class Node;
-}  // namespace loom::ir
+#include "core/ir/anf.h"
+#include "ops/emitter.h"
 
 namespace loom::trace {
 
-class GraphEmitter final : public ops::Emitter {
+class GraphEmitter : public ops::Emitter {
  public:
   explicit GraphEmitter(ir::FuncGraph* target) : target_(target) {}
 
@@ -32,8 +34,21 @@ class GraphEmitter final : public ops::Emitter {
   ir::Node* node_of(const ops::Var& v);
   ir::FuncGraph* target() const { return target_; }
 
+  // The debug info of the nodes emitted from now on (by default empty).
+  void set_debug(ir::DebugInfo debug) { debug_ = std::move(debug); }
+  const ir::DebugInfo& debug() const { return debug_; }
+  // Context appended to inference errors ("autodiff"); "" adds none.
+  void set_where(std::string where) { where_ = std::move(where); }
+
+ protected:
+  // The debug info of a node of `op` about to be emitted: debug() unless a subclass knows more
+  // (the tracer: the Cell path and the user's source line).
+  virtual ir::DebugInfo debug_for(std::string_view op) { return debug_; }
+
  private:
   ir::FuncGraph* target_;
+  ir::DebugInfo debug_;
+  std::string where_;
 };
 
 }  // namespace loom::trace

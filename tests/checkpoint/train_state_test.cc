@@ -146,9 +146,9 @@ TEST(ModelCheckpoint, NamesKeepsTheNewestAndSavesAtTheEnd) {
   for (const auto& [name, t] : ck.tensors) names.push_back(name);
   EXPECT_EQ(names, (std::vector<std::string>{
                        "0.weight", "1.gamma", "1.beta", "1.moving_mean", "1.moving_variance",
-                       "4.key", "5.weight", "5.bias", "moments.0.weight", "moments.1.beta",
-                       "moments.1.gamma", "moments.5.bias", "moments.5.weight", "learning_rate",
-                       "global_step", "epoch_num", "step_num", "loom.seed", "loom.data_epoch",
+                       "4.key", "5.weight", "5.bias", "global_step", "learning_rate", "momentum",
+                       "moments.0.weight", "moments.1.gamma", "moments.1.beta", "moments.5.weight",
+                       "moments.5.bias", "epoch_num", "step_num", "loom.seed", "loom.data_epoch",
                        "loom.data_index"}));
   EXPECT_EQ(ck.find("global_step")->dtype(), DType::kInt32);
   EXPECT_EQ(ck.find("global_step")->get(0), 10);

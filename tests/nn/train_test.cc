@@ -79,6 +79,7 @@ struct Ref {
   std::vector<std::vector<double>> w;  // W1, b1, W2, b2
   std::vector<std::vector<double>> s1, s2;
   std::int64_t t = 0;
+  double beta1_power = 1, beta2_power = 1;
 
   explicit Ref(Mlp& m)
       : w{m.fc1->weight().value.to_doubles(), m.fc1->bias()->value.to_doubles(),
@@ -129,6 +130,9 @@ struct Ref {
     std::vector<std::vector<double>> g;
     const double loss = loss_and_grad(x, y, g);
     ++t;
+    // MindSpore's beta powers: running products, advanced before the update.
+    beta1_power *= o.beta1;
+    beta2_power *= o.beta2;
     for (std::size_t k = 0; k < w.size(); ++k) {
       for (std::size_t i = 0; i < w[k].size(); ++i) {
         const double gi = g[k][i] + o.weight_decay * w[k][i];
@@ -138,10 +142,8 @@ struct Ref {
         } else {
           s1[k][i] = o.beta1 * s1[k][i] + (1 - o.beta1) * gi;
           s2[k][i] = o.beta2 * s2[k][i] + (1 - o.beta2) * gi * gi;
-          const double td = static_cast<double>(t);
-          const double lr_t = o.learning_rate * std::sqrt(1 - std::pow(o.beta2, td)) /
-                              (1 - std::pow(o.beta1, td));
-          w[k][i] -= lr_t * s1[k][i] / (std::sqrt(s2[k][i]) + o.eps);
+          const double lr_t = o.learning_rate * std::sqrt(1 - beta2_power) / (1 - beta1_power);
+          w[k][i] -= lr_t * s1[k][i] / (std::sqrt(s2[k][i]) + o.eps.value_or(1e-8));
         }
       }
     }

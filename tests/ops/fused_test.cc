@@ -181,7 +181,7 @@ TEST(FusedElementwise, MalformedProgramsAreClearErrors) {
                                             ir::Abstract::tensor(DType::kFloat32, {4})};
   EXPECT_EQ(infer_error<ValueError>("FusedElementwise",
                                     {{"program", program({step("MatMul", {0, 1})})}}, two),
-            "FusedElementwise: expected program steps of a supported elementwise op, got "
+            "FusedElementwise: expected program steps of a fusable elementwise op, got "
             "'MatMul'");
   EXPECT_NE(infer_error<ValueError>("FusedElementwise",
                                     {{"program", program({step("Add", {0, 2})})}}, two)

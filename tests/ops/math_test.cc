@@ -8,6 +8,8 @@
 #include <limits>
 #include <random>
 
+#include "backends/backend.h"
+#include "backends/cpu/cpu.h"
 #include "backends/cpu/elementwise.h"
 #include "backends/eager.h"
 #include "backends/kernel.h"
@@ -571,13 +573,12 @@ TEST(Math, BroadcastingMatchesANaiveIndexComputation) {
 Tensor run_kernel_with(backend::ThreadPool& pool, std::string_view op,
                        const std::vector<Tensor>& inputs, DType out_dtype,
                        const Shape& out_shape) {
-  backend::Kernel kernel = backend::KernelRegistry::global().find(op, inputs[0].dtype(),
-                                                                  backend::Device::kCPU);
+  const backend::KernelDef* kernel = backend::cpu_backend().find_kernel(op, inputs[0].dtype());
   EXPECT_NE(kernel, nullptr);
   ir::PrimitivePtr prim = ops::make_op(op);
   std::vector<Tensor> outputs = {Tensor(out_dtype, out_shape)};
-  backend::KernelContext ctx{*prim, inputs, outputs, pool};
-  kernel(ctx);
+  backend::cpu::CpuContext ctx(&pool);
+  backend::run_kernel(*kernel, *prim, inputs, outputs, backend::cpu_backend(), &ctx);
   return outputs[0];
 }
 

@@ -9,6 +9,8 @@
 #include <functional>
 #include <random>
 
+#include "backends/backend.h"
+#include "backends/cpu/cpu.h"
 #include "backends/eager.h"
 #include "backends/kernel.h"
 #include "backends/thread_pool.h"
@@ -395,10 +397,9 @@ std::vector<Tensor> run_kernel(const std::string& op, Attrs attrs,
     }
   };
   collect(backend::run_op(*prim, values));
-  backend::Kernel kernel = backend::KernelRegistry::global().find(
-      op, inputs[0].dtype(), backend::Device::kCPU);
-  backend::KernelContext k{*prim, inputs, outputs, pool};
-  kernel(k);
+  const backend::KernelDef* kernel = backend::cpu_backend().find_kernel(op, inputs[0].dtype());
+  backend::cpu::CpuContext ctx(&pool);
+  backend::run_kernel(*kernel, *prim, inputs, outputs, backend::cpu_backend(), &ctx);
   return outputs;
 }
 

@@ -8,6 +8,8 @@
 #include <limits>
 #include <random>
 
+#include "backends/backend.h"
+#include "backends/cpu/cpu.h"
 #include "backends/eager.h"
 #include "backends/kernel.h"
 #include "backends/thread_pool.h"
@@ -217,14 +219,13 @@ Tensor run_with_threads(std::string_view op, const Tensor& x, ir::Primitive::Att
   ir::PrimitivePtr prim = ops::make_op(op, std::move(attrs));
   std::vector<ir::AbstractPtr> in{ir::Abstract::of_value(Value::tensor(x))};
   const ir::AbstractPtr a = ops::infer(*prim, in);
-  backend::Kernel kernel =
-      backend::KernelRegistry::global().find(op, x.dtype(), backend::Device::kCPU);
+  const backend::KernelDef* kernel = backend::cpu_backend().find_kernel(op, x.dtype());
   EXPECT_NE(kernel, nullptr);
   backend::ThreadPool pool(threads);
   std::vector<Tensor> inputs{x};
   std::vector<Tensor> outputs{Tensor(a->dtype(), a->shape())};
-  backend::KernelContext k{*prim, inputs, outputs, pool};
-  kernel(k);
+  backend::cpu::CpuContext ctx(&pool);
+  backend::run_kernel(*kernel, *prim, inputs, outputs, backend::cpu_backend(), &ctx);
   return outputs[0];
 }
 

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <random>
 
+#include "backends/backend.h"
+#include "backends/cpu/cpu.h"
 #include "backends/kernel.h"
 #include "core/ir/abstract.h"
 #include "ops/op.h"
@@ -64,8 +66,7 @@ void expect_close(const Tensor& actual, const Tensor& expected, double tolerance
 std::vector<Tensor> run_kernel_outputs(backend::ThreadPool& pool, std::string_view op,
                                        const std::vector<Tensor>& inputs,
                                        ir::Primitive::Attrs attrs) {
-  const backend::Kernel kernel =
-      backend::KernelRegistry::global().find(op, inputs[0].dtype(), backend::Device::kCPU);
+  const backend::KernelDef* kernel = backend::cpu_backend().find_kernel(op, inputs[0].dtype());
   EXPECT_NE(kernel, nullptr) << op;
   if (kernel == nullptr) return {};
   const ir::PrimitivePtr prim = ops::make_op(op, std::move(attrs));
@@ -78,8 +79,8 @@ std::vector<Tensor> run_kernel_outputs(backend::ThreadPool& pool, std::string_vi
     outputs.emplace_back(a->dtype(), a->shape());
     std::memset(outputs.back().raw_data(), 0xFF, outputs.back().nbytes());
   }
-  backend::KernelContext ctx{*prim, inputs, outputs, pool};
-  kernel(ctx);
+  backend::cpu::CpuContext ctx(&pool);
+  backend::run_kernel(*kernel, *prim, inputs, outputs, backend::cpu_backend(), &ctx);
   return outputs;
 }
 

@@ -17,6 +17,7 @@
 #include "core/ir/control_flow.h"
 #include "core/ir/error.h"
 #include "core/passes/pass.h"
+#include "runtime/compiled_function.h"
 #include "runtime/executable.h"
 #include "runtime/interpreter.h"
 #include "ops/op.h"
@@ -135,15 +136,14 @@ TEST(Executable, ElementwiseChainRunsInPlace) {
   EXPECT_TRUE(same(plain->run({xv}), interpret(*g, {xv})));
 }
 
-// The in-place rewrite relies on every elementwise kernel tolerating an output that is one of
-// its same-shaped inputs: check each registered elementwise op with a Float32 kernel.
+// The in-place rewrite relies on every kernel declared elementwise (KernelDef::elementwise)
+// tolerating an output that is one of its same-shaped inputs: check each with a Float32 kernel.
 TEST(Executable, ElementwiseKernelsTolerateInOutAliasing) {
   std::mt19937 rng(3);
   int checked = 0;
   for (const ops::OpDef* def : ops::Registry::global().all()) {
-    if (def->trait != ops::Trait::kElementwise || def->num_inputs < 1 || def->num_inputs > 3) continue;
-    backend::Kernel k = backend::cpu_backend().find_kernel(def->name, DType::kFloat32);
-    if (!k) continue;
+    const backend::KernelDef* k = backend::cpu_backend().find_kernel(def->name, DType::kFloat32);
+    if (!k || !k->elementwise_in_place || def->num_inputs < 1 || def->num_inputs > 3) continue;
     ir::PrimitivePtr prim;
     try {
       prim = ops::make_op(def->name);
@@ -165,8 +165,7 @@ TEST(Executable, ElementwiseKernelsTolerateInOutAliasing) {
       std::vector<Tensor> ins;
       for (const Value& a : args) ins.push_back(a.as_tensor().clone());
       std::vector<Tensor> outs = {ins[static_cast<std::size_t>(j)]};
-      backend::KernelContext ctx{*prim, ins, outs, backend::ThreadPool::global()};
-      k(ctx);
+      backend::run_kernel(*k, *prim, ins, outs, backend::cpu_backend());
       EXPECT_TRUE(outs[0].bitwise_equal(want.as_tensor())) << def->name << " aliasing input " << j;
     }
     ++checked;
@@ -506,7 +505,8 @@ TEST(CompiledFunction, CompilesOncePerSignature) {
   Node* x = g->add_parameter("x", Abstract::tensor(DType::kFloat32, {2}));
   g->set_output(call(g, "ReLU", {call(g, "Mul", {x, x})}));
   m.set_entry(g);
-  CompiledFunction fn(g);
+  std::unique_ptr<CompiledFunction> f = CompiledFunction::of_graph(g);
+  CompiledFunction& fn = *f;
   std::mt19937 rng(8);
   for (Shape s : {Shape{2}, Shape{2}, Shape{3, 4}, Shape{2}, Shape{3, 4}, Shape{5}}) {
     Value xv = Value::tensor(random_tensor(DType::kFloat32, s, rng));
@@ -518,9 +518,10 @@ TEST(CompiledFunction, CompilesOncePerSignature) {
   EXPECT_EQ(fn.num_compilations(), 4u);
 }
 
-// Every op the runtime no longer zero-fills for (writes_every_output_element) must write every
-// output element itself: run its CPU kernel on outputs filled with NaN bytes and compare with the
-// eager result (zeroed outputs), bitwise.
+// Every kernel declaring that it writes every output element (KernelDef::writes_every_output:
+// the runtime then does not zero-fill its outputs) must do so: run it on outputs filled with NaN
+// bytes and compare with the eager result (zeroed outputs), bitwise. Every op with such a CPU
+// kernel needs a case here.
 TEST(Executable, KernelsListedAsWritingEveryElementDoSo) {
   std::mt19937 rng(11);
   const Shape s{3, 5};
@@ -621,10 +622,20 @@ TEST(Executable, KernelsListedAsWritingEveryElementDoSo) {
       cases.push_back({"BatchNormGrad", {any(x), any(x), pos({4}), any({4}), pos({4})}, a});
     }
   }
+  // Conv2DBiasAct: the Conv2D kernel, then the bias and activation pass over every element.
+  for (std::int64_t stride : {1, 2}) {
+    ir::Primitive::Attrs a = conv(24, 3, stride, "same");
+    a["act"] = Value::string("relu");
+    cases.push_back({"Conv2DBiasAct", {any({2, 20, 9, 9}), any({24, 20, 3, 3}), any({24})}, a});
+  }
+  std::set<std::string> declared;
+  for (const backend::KernelDef* d : backend::cpu_backend().kernels().all()) {
+    if (d->writes_every_output) declared.insert(d->op);
+  }
   std::set<std::string> covered;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.op);
-    ASSERT_TRUE(writes_every_output_element(c.op));
+    ASSERT_TRUE(declared.count(c.op)) << c.op;
     covered.insert(c.op);
     std::vector<Value> args;
     for (const Tensor& t : c.in) args.push_back(Value::tensor(t));
@@ -643,10 +654,10 @@ TEST(Executable, KernelsListedAsWritingEveryElementDoSo) {
       outs.push_back(t);
     }
     const DType key = c.op == std::string("Select") ? c.in[1].dtype() : c.in[0].dtype();
-    const backend::Kernel k =
-        backend::KernelRegistry::global().find(c.op, key, backend::Device::kCPU);
+    const backend::KernelDef* k = backend::cpu_backend().find_kernel(c.op, key);
     ASSERT_TRUE(k);
-    k(backend::KernelContext{*prim, c.in, outs, backend::ThreadPool::global()});
+    ASSERT_TRUE(k->writes_every_output);
+    backend::run_kernel(*k, *prim, c.in, outs, backend::cpu_backend());
     for (std::size_t i = 0; i < outs.size(); ++i) {
       if (outs[i].dtype() == DType::kBool) {  // compare truth values: garbage bytes are not 0/1
         for (std::int64_t j = 0; j < outs[i].numel(); ++j) {
@@ -657,10 +668,17 @@ TEST(Executable, KernelsListedAsWritingEveryElementDoSo) {
       }
     }
   }
-  EXPECT_EQ(covered.size(), 44u);  // every listed op has a case
+  EXPECT_EQ(covered, declared);  // every declaring op has a case
 }
 
-TEST(Executable, HookSeesEveryLaunch) {
+// An observer calling a function after each launch.
+struct LambdaObserver : Observer {
+  explicit LambdaObserver(std::function<void(const LaunchEvent&)> f) : after(std::move(f)) {}
+  void after_launch(const LaunchEvent& e) override { after(e); }
+  std::function<void(const LaunchEvent&)> after;
+};
+
+TEST(Executable, ObserverSeesEveryLaunch) {
   Module m;
   FuncGraph* g = m.add_graph("f");
   Node* x = g->add_parameter("x", Abstract::tensor(DType::kFloat32, {2, 2}));
@@ -670,15 +688,16 @@ TEST(Executable, HookSeesEveryLaunch) {
   g->set_output(call(g, "ReLU", {a}));
   auto exe = compile(*g);
   std::vector<std::string> seen;
-  exe->set_hook([&](const LaunchInfo& i) {
-    seen.push_back(std::string(i.op) + ":" + std::string(i.name) + ":" + std::string(i.scope));
+  auto observer = std::make_shared<LambdaObserver>([&](const LaunchEvent& i) {
+    seen.push_back(std::string(i.op) + ":" + std::string(i.name) + ":" + i.debug.scope);
     EXPECT_EQ(i.inputs.size(), i.op == "MatMul" ? 2u : 1u);
     EXPECT_EQ(i.outputs.size(), 1u);
     EXPECT_GE(i.elapsed_ns, 0);
   });
+  exe->set_observers(std::make_shared<ObserverList>(ObserverList{observer}));
   exe->run({Value::tensor(Tensor::from_doubles(DType::kFloat32, {2, 2}, {1, -2, 3, 4}))});
   EXPECT_EQ(seen, (std::vector<std::string>{"MatMul:mm:Net/dense", "ReLU::"}));
-  exe->set_hook(nullptr);
+  exe->set_observers(nullptr);
   exe->run({Value::tensor(Tensor::from_doubles(DType::kFloat32, {2, 2}, {1, -2, 3, 4}))});
   EXPECT_EQ(seen.size(), 2u);
 }
@@ -750,9 +769,10 @@ TEST(Executable, SmallResultsAreCopiedOutAndTheArenaIsKept) {
   g->set_output(g->add_call(ops::make_op("ReduceSum"), {n}));
   auto exe = compile(*g);
   std::vector<const void*> exp_out;
-  exe->set_hook([&](const LaunchInfo& i) {
-    if (i.op == "Exp") exp_out.push_back(i.outputs[0].raw_data());
-  });
+  exe->set_observers(std::make_shared<ObserverList>(
+      ObserverList{std::make_shared<LambdaObserver>([&](const LaunchEvent& i) {
+        if (i.op == "Exp") exp_out.push_back(i.outputs[0].raw_data());
+      })}));
   auto arg = [](double v) {
     return ir::Value::tensor(Tensor::from_doubles(DType::kFloat32, {1000},
                                                   std::vector<double>(1000, v)));

@@ -206,6 +206,7 @@ def main():
         param_names = [n for n, _ in LeNet5().parameters_and_names()]
         extras = {
             "learning_rate": ("Float32", ()),
+            "momentum": ("Float32", ()),
             "global_step": ("Int32", (1,)),
             "epoch_num": ("Int64", ()),
             "step_num": ("Int64", ()),
@@ -215,8 +216,12 @@ def main():
         }
         for n in param_names:
             extras["moments." + n] = ("Float32", tuple(tp[n].shape))
-        check(set(tp) == set(param_names) | set(extras),
-              f"training checkpoint entries: {sorted(set(tp) ^ (set(param_names) | set(extras)))}")
+        strings = {"loom.optimizer": "Momentum"}
+        check(set(tp) == set(param_names) | set(extras) | set(strings),
+              f"training checkpoint entries: "
+              f"{sorted(set(tp) ^ (set(param_names) | set(extras) | set(strings)))}")
+        for n, v in strings.items():
+            check(tp[n] == v, f"'{n}' = {tp[n]!r}, expected {v!r}")
         for n, (dtype, shape) in extras.items():
             check((str(tp[n].dtype), tuple(tp[n].shape)) == (dtype, shape),
                   f"'{n}': {tp[n].dtype} {tp[n].shape}, expected {dtype} {shape}")
@@ -226,13 +231,15 @@ def main():
         for n, v in expected.items():
             check(values[n] == v, f"'{n}' = {values[n]}, expected {v}")
         check(abs(values["learning_rate"] - 0.01) < 1e-9, f"learning_rate = {values['learning_rate']}")
+        check(abs(values["momentum"] - 0.9) < 1e-7, f"momentum = {values['momentum']}")
         net3 = LeNet5()
         param_not_load, ckpt_not_load = ms.load_param_into_net(net3, tp)
         check(not param_not_load, f"training checkpoint: param_not_load = {param_not_load}")
-        check(sorted(ckpt_not_load) == sorted(extras),
+        check(sorted(ckpt_not_load) == sorted(set(extras) | set(strings)),
               f"training checkpoint: ckpt_not_load = {sorted(ckpt_not_load)}")
         print(f"training ckpt: {len(tp)} entries load in MindSpore; {len(extras)} extras "
-              f"(moments.*, learning_rate, global_step, epoch_num, step_num, loom.*) left unloaded "
+              f"(moments.*, learning_rate, momentum, global_step, epoch_num, step_num, loom.*) "
+              f"left unloaded "
               f"with the expected dtypes, shapes and values")
 
         # 4. MindSpore's CRC trailer, 0-d scalars, bool and string entries in loom.

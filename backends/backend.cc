@@ -1,0 +1,112 @@
+// The registry of backends and the device-generic tensor helpers.
+#include "backends/backend.h"
+
+#include <array>
+#include <mutex>
+
+#include "core/ir/error.h"
+
+namespace loom::backend {
+
+namespace {
+
+struct Backends {
+  std::mutex mu;
+  std::array<Backend*, 2> by_device{};  // indexed by Device
+};
+
+Backends& backends() {
+  static Backends b;
+  return b;
+}
+
+}  // namespace
+
+Backend* find_backend(Device device) {
+  if (device == Device::kCPU) return &cpu_backend();
+  Backends& b = backends();
+  std::lock_guard<std::mutex> lock(b.mu);
+  return b.by_device[static_cast<std::size_t>(device)];
+}
+
+Backend& get_backend(Device device) {
+  if (Backend* b = find_backend(device)) return *b;
+  throw ValueError(std::string(device_name(device)) + ": expected a backend for this device, got "
+                   "none (this build of loom has no " + std::string(device_name(device)) +
+                   " backend)");
+}
+
+void register_backend(Backend& backend) {
+  Backends& b = backends();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.by_device[static_cast<std::size_t>(backend.device())] = &backend;
+}
+
+Tensor empty(Backend& backend, DType dtype, const Shape& shape) {
+  const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
+  return Tensor::view(backend.allocate(bytes), 0, dtype, shape);
+}
+
+Tensor to_device(const Tensor& t, Backend& backend) {
+  if (!t.defined() || t.device() == backend.device()) return t;
+  if (t.is_host()) {
+    Tensor out = empty(backend, t.dtype(), t.shape());
+    backend.copy_from_host(out.raw_data(), t.raw_data(), t.nbytes());
+    return out;
+  }
+  return to_device(to_host(t), backend);
+}
+
+Tensor to_host(const Tensor& t) {
+  if (!t.defined() || t.is_host()) return t;
+  Tensor out(t.dtype(), t.shape());
+  get_backend(t.device()).copy_to_host(out.raw_data(), t.raw_data(), t.nbytes());
+  return out;
+}
+
+Tensor clone_on_device(const Tensor& t) {
+  if (!t.defined() || t.is_host()) return t.clone();
+  Backend& b = get_backend(t.device());
+  Tensor out = empty(b, t.dtype(), t.shape());
+  b.copy(out.raw_data(), t.raw_data(), t.nbytes());
+  return out;
+}
+
+namespace {
+
+std::vector<TensorType> types_of(std::span<const Tensor> ts) {
+  std::vector<TensorType> out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) out.push_back({t.dtype(), t.shape()});
+  return out;
+}
+
+}  // namespace
+
+PreparedKernel::PreparedKernel(const KernelDef& def, const ir::Primitive& prim,
+                               std::vector<TensorType> inputs, std::vector<TensorType> outputs,
+                               Backend& backend, ExecutionContext* exec)
+    : def_(&def), prim_(&prim), exec_(exec ? exec : &backend.context()) {
+  if (def.prepare) {
+    prepared_ = def.prepare(PrepareContext{prim, inputs, outputs, *exec_});
+    if (prepared_.workspace_bytes > 0) workspace_ = backend.allocate(prepared_.workspace_bytes);
+  }
+}
+
+void PreparedKernel::run(std::span<const Tensor> inputs, std::span<Tensor> outputs) const {
+  KernelContext ctx{*prim_, inputs, outputs, *exec_, prepared_.state.get()};
+  if (workspace_) {
+    ctx.workspace = workspace_->data();
+    ctx.workspace_bytes = prepared_.workspace_bytes;
+  }
+  def_->run(ctx);
+}
+
+void run_kernel(const KernelDef& def, const ir::Primitive& prim, std::span<const Tensor> inputs,
+                std::span<Tensor> outputs, Backend& backend, ExecutionContext* exec) {
+  PreparedKernel(def, prim, types_of(inputs), types_of(std::span<const Tensor>(outputs)), backend,
+                 exec)
+      .run(inputs, outputs);
+}
+
+}  // namespace loom::backend

@@ -1,0 +1,180 @@
+// Training as a library: a run of a model of the zoo (models/zoo.h), everything `loom train` and
+// `loom eval` do — recipe defaults, the optimizer and its learning-rate schedule, data
+// parallelism under mpirun, resume with its checks, checkpoints, summaries, the evaluation of
+// the test set after every epoch, the rank-agreement check and the run's result record — so
+// that the C++ API, the command line and Python run the same code. The command line only
+// turns flags into a RunConfig and prints.
+//
+//   train::RunConfig c;
+//   c.model = "lenet";
+//   c.epochs = 1;
+//   c.deterministic = true;
+//   train::RunResult r = train::run_training(c);
+//   std::cout << r.test_accuracy << " " << r.weights_sha256 << "\n" << r.to_json() << "\n";
+//
+// Data parallelism: when a launcher started the process (mpirun: OMPI_COMM_WORLD_SIZE,
+// PMI_SIZE or LOOM_NUM_RANKS in the environment), run_training initialises MPI
+// (parallel::init) and every rank runs the same call; the caller finalizes (parallel::finalize)
+// when it is done with MPI. batch_size is the global batch (docs/design.md, parallel/).
+//
+// Errors: a ConfigError (a ValueError) for a configuration that cannot run, its message naming
+// the option as `loom train` spells it ("--batch-size 33: under mpirun the global batch, ...");
+// the rooms' own errors otherwise (a missing data file, a corrupt checkpoint).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/ir/error.h"
+#include "nn/callback.h"
+#include "nn/context.h"
+
+namespace loom::nn {
+class Cell;
+}  // namespace loom::nn
+
+namespace loom::runtime {
+class Observer;
+}  // namespace loom::runtime
+
+namespace loom::train {
+
+struct ConfigError : ValueError {
+  using ValueError::ValueError;
+};
+
+// A run; unset fields take the recipe's defaults.
+struct RunConfig {
+  std::string model;                        // a recipe's name ("lenet")
+  std::optional<std::int64_t> epochs;       // total, also when resuming
+  std::optional<std::int64_t> batch_size;   // the global batch
+  std::optional<std::string> optimizer;     // momentum | sgd | adam | adamw
+  std::optional<double> lr;                 // a schedule's peak when the recipe has one
+  std::optional<double> momentum;
+  std::optional<double> weight_decay;
+  double clip_grad_norm = 0;                // > 0: global-norm clipping
+  std::string dataset;                      // "" = the recipe's
+  std::string data_dir;                     // "" = the dataset's default location
+  std::uint64_t seed = 1;
+  bool seed_given = false;                  // resuming takes the checkpoint's seed otherwise
+  bool deterministic = false;
+  nn::ExecMode mode = nn::ExecMode::kGraph;
+  Device device = Device::kCPU;
+  int threads = 0;                          // 0: LOOM_NUM_THREADS, or cores (/ ranks per host)
+  std::int64_t train_samples = 0;           // 0: all
+  std::int64_t test_samples = 0;
+  // Checkpoints.
+  std::string ckpt_dir;
+  std::int64_t save_steps = 0;              // 0: once per epoch
+  std::int64_t keep_ckpt = 5;
+  std::string resume;                       // "", "auto" or a checkpoint's path
+  // Summaries.
+  std::string summary_dir;
+  std::int64_t summary_freq = 10;
+  // Graphs and passes: dumps of every compile stage (D/train_step/NN_<stage>.ir, D/eval/...),
+  // and the pipeline text replacing the training and evaluation pipelines ("" = theirs).
+  std::string save_graphs_dir;
+  std::string passes;
+  // A CSV of every kernel launch of one training step (an observer; see launch_log.h).
+  std::string launch_log;
+  std::int64_t launch_log_step = 1;
+  // A pause after every step (tests that kill a run mid-epoch).
+  std::int64_t step_delay_ms = 0;
+};
+
+// What a run prints before it starts, for the caller to show.
+struct RunInfo {
+  std::string model, dataset_title;
+  std::int64_t steps_per_epoch = 0, epochs = 0, batch_size = 0, local_batch = 0;
+  std::string optimizer;  // Optimizer::describe(), "scheduled" for a schedule
+  std::uint64_t seed = 0;
+  bool deterministic = false;
+  nn::ExecMode mode = nn::ExecMode::kGraph;
+  int threads = 0, ranks = 1, rank = 0;
+};
+
+// The run's result record (rank 0's view; every rank computes the same metrics).
+struct RunResult {
+  std::string model;
+  std::int64_t epochs = 0, batch_size = 0;
+  std::uint64_t seed = 0;
+  double train_loss = 0, test_accuracy = 0, test_loss = 0;
+  double train_images_per_s = 0, data_wait_fraction = 0, train_loop_s = 0;
+  double compile_ms = 0, total_s = 0, peak_rss_mib = 0;
+  std::string weights_sha256;
+  std::vector<std::string> rank_weights_sha256;  // under mpirun
+  bool ranks_agree = true;  // the trainable weights' hashes are equal on every rank
+  int threads = 0, ranks = 1;
+  nn::ExecMode mode = nn::ExecMode::kGraph;
+  bool deterministic = false;
+  std::string optimizer;      // "momentum", "sgd", "adam", "adamw"
+  std::string checkpoint;     // the last checkpoint saved ("" without --ckpt-dir)
+  std::string resumed_from;   // "" for a fresh run
+  std::int64_t initial_step = 0;
+  std::string summary_dir;    // where the event files went ("" without summaries)
+  std::string launch_log;     // the launch CSV written ("" without it)
+  bool evaluated_only = false;  // resumed from the end of training: evaluated, not trained
+
+  // One line of JSON (the keys of `loom train --json`, documented in its help).
+  std::string to_json() const;
+};
+
+// What the caller sees while the run goes: the header, notes ("starting fresh", "resumed
+// from ..."), and callbacks of its own (a progress display) run after the library's.
+struct RunHooks {
+  std::function<void(const RunInfo&)> on_start;
+  std::function<void(const std::string& note)> on_note;
+  std::vector<nn::Callback*> callbacks;
+  // Observers installed on the training step and the evaluation (runtime/observer.h).
+  std::vector<std::shared_ptr<runtime::Observer>> observers;
+};
+
+RunResult run_training(const RunConfig& config, const RunHooks& hooks = {});
+
+// `loom eval`: the test set's accuracy and loss of a model, its weights from a checkpoint (every
+// parameter of the network must be there) or freshly initialised from the seed.
+struct EvalConfig {
+  std::string model;
+  std::optional<std::int64_t> batch_size;
+  std::string dataset, data_dir;
+  std::uint64_t seed = 1;
+  bool deterministic = false;
+  nn::ExecMode mode = nn::ExecMode::kGraph;
+  Device device = Device::kCPU;
+  int threads = 0;
+  std::int64_t test_samples = 0;
+  std::string ckpt;               // "" = the untrained network
+  std::string save_graphs_dir, passes;
+};
+
+struct EvalResult {
+  std::string model;
+  std::int64_t batch_size = 0;
+  std::uint64_t seed = 0;
+  double test_accuracy = 0, test_loss = 0, eval_images_per_s = 0, eval_s = 0, total_s = 0;
+  double peak_rss_mib = 0;
+  std::string weights_sha256;
+  int threads = 0;
+  nn::ExecMode mode = nn::ExecMode::kGraph;
+  bool deterministic = false;
+  std::string checkpoint;
+  std::int64_t checkpoint_epoch = -1, checkpoint_step = -1;  // its epoch_num, step_num
+  std::string to_json() const;
+};
+
+EvalResult run_evaluation(const EvalConfig& config,
+                          const std::function<void(const std::string& note)>& on_note = {});
+
+// SHA-256 of every parameter's bytes, parameters sorted by name, as 64 lowercase hex digits.
+std::string weights_sha256(nn::Cell& net);
+// Whether a launcher (mpirun) started this process: then run_training initialises MPI.
+bool launched_by_mpi();
+// getrusage's maximum resident set size, in MiB.
+double peak_rss_mib();
+
+}  // namespace loom::train
