@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mindspore_check.sh TOOL SCRIPT: MindIR interop both ways with MindSpore (SCRIPT =
 # mindir_check.py, TOOL = loom_mindir_interop) in the cached MindSpore virtual environment of
-# tests/mindspore_venv.sh (SKIPPED, exit 0, when it cannot be made).
+# tests/mindspore_venv.sh (SKIPPED, exit 77, when it cannot be made; FAILED, exit 1, then under
+# LOOM_REQUIRE_INTEROP=1).
 set -u
 tool=$1
 script=$2
@@ -9,3 +10,7 @@ source "$(dirname "$0")/../mindspore_venv.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$venv/bin/python" "$script" "$tool" "$tmp"
+rc=$?
+# 77 tells ctest "skipped": only a missing environment may say it.
+[ "$rc" -ne 77 ] || { echo "FAILED: $script exited with 77"; rc=1; }
+exit "$rc"

@@ -10,6 +10,9 @@
 // LOOM_CONV=loom and across pool sizes).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -90,7 +93,13 @@ bool run_dnnl(const Case& c, const ConvCall& call, const Tensor& like, Tensor& o
 }
 
 TEST(ConvDnnl, MatchesFloat64Im2colAndIsTheOpsPath) {
-  if (!backend::cpu::dnnl_conv_available()) GTEST_SKIP() << "built without oneDNN";
+  if (!backend::cpu::dnnl_conv_available()) {
+    // setup.sh installs oneDNN: in CI (LOOM_REQUIRE_INTEROP=1) a build without it is a failure.
+    if (const char* r = std::getenv("LOOM_REQUIRE_INTEROP"); r && std::string(r) == "1") {
+      FAIL() << "built without oneDNN (scripts/setup.sh installs libdnnl-dev)";
+    }
+    GTEST_SKIP() << "built without oneDNN";
+  }
   backend::ThreadPool two(2);
   double worst_direct = 0, worst_winograd = 0;
   for (const Case& c : cases()) {
@@ -135,7 +144,13 @@ TEST(ConvDnnl, DeterministicModeUsesLoomsKernels) {
 // Shapes oneDNN is not given: a cropped input (negative padding) is declined without touching
 // the output, and the op then runs loom's kernel.
 TEST(ConvDnnl, DeclinesACroppedInput) {
-  if (!backend::cpu::dnnl_conv_available()) GTEST_SKIP() << "built without oneDNN";
+  if (!backend::cpu::dnnl_conv_available()) {
+    // setup.sh installs oneDNN: in CI (LOOM_REQUIRE_INTEROP=1) a build without it is a failure.
+    if (const char* r = std::getenv("LOOM_REQUIRE_INTEROP"); r && std::string(r) == "1") {
+      FAIL() << "built without oneDNN (scripts/setup.sh installs libdnnl-dev)";
+    }
+    GTEST_SKIP() << "built without oneDNN";
+  }
   const backend::cpu::ConvShape s{.n = 1, .c = 16, .h = 8, .w = 8, .o = 16, .oh = 4, .ow = 4,
                                   .kh = 3, .kw = 3, .sh = 1, .sw = 1, .dil_h = 1, .dil_w = 1,
                                   .pad_top = -1, .pad_left = -1};
