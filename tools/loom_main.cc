@@ -5,6 +5,7 @@
 //   loom eval MODEL   evaluate a model (optionally a checkpoint) on its test set (tools/train_cmd.h)
 //   loom summary show DIR  list TensorBoard event files (tools/train_cmd.h)
 //   loom export MODEL / loom run FILE.mindir / loom mindir show FILE  MindIR (tools/mindir_cmd.h)
+//   loom ckpt show FILE  a checkpoint's entries, checksums and training state (tools/ckpt_cmd.h)
 #include <cblas.h>
 
 
@@ -19,6 +20,7 @@
 #include "core/ir/error.h"
 #include "core/ir/printer.h"
 #include "ops/op.h"
+#include "tools/ckpt_cmd.h"
 #include "tools/mindir_cmd.h"
 #include "tools/train_cmd.h"
 
@@ -34,7 +36,8 @@ constexpr char kUsage[] =
     "  summary show DIR  list the TensorBoard event files of a --summary-dir\n"
     "  export MODEL --output FILE.mindir [--ckpt PATH]  export a model as MindIR\n"
     "  run FILE.mindir --input X.npy [--output Y.npy]  run a MindIR model\n"
-    "  mindir show FILE  list a MindIR file's inputs, outputs, ops and parameters\n";
+    "  mindir show FILE  list a MindIR file's inputs, outputs, ops and parameters\n"
+    "  ckpt show FILE  list a checkpoint's entries (dtype, shape, CRC-32) and training state\n";
 
 int info() {
   std::cout << "loom " << LOOM_VERSION << "\n";
@@ -100,8 +103,10 @@ int run(const std::vector<std::string>& args) {
   if (args[0] == "export") return loom::tools::export_command(rest);
   if (args[0] == "run") return loom::tools::run_mindir_command(rest);
   if (args[0] == "mindir") return loom::tools::mindir_command(rest);
+  if (args[0] == "ckpt") return loom::tools::ckpt_command(rest);
   throw loom::ValueError(
-      "loom: expected a command (info, ops, train, eval, summary, export, run, mindir), got '" +
+      "loom: expected a command (info, ops, train, eval, summary, export, run, mindir, ckpt), "
+      "got '" +
       args[0] +
                          "'");
 }
