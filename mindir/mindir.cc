@@ -8,9 +8,9 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <unordered_map>
 
 #include "core/ir/anf.h"
@@ -107,88 +107,17 @@ AP::AttributeType scalar_attr_type(DType d) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Per-op facts shared by the writer and the reader.
+// Per-op facts: each op's MindIR form is declared with the op (ops::OpDef::mindir, ops/op.h).
 
-bool is_pool(std::string_view op) { return op == "MaxPool" || op == "AvgPool"; }
+using Encoding = ops::MindIRAttrEncoding;
 
-// Ops whose loom attribute MindSpore's attribute form passes as a Constant input (after the
-// tensor inputs), in input order.
-const std::vector<std::string>& const_input_attrs(std::string_view op) {
-  static const std::map<std::string, std::vector<std::string>, std::less<>> m = {
-      {"Reshape", {"shape"}},  {"Transpose", {"perm"}},    {"ReduceMean", {"axis"}},
-      {"ReduceSum", {"axis"}}, {"ReduceMax", {"axis"}},    {"ReduceMin", {"axis"}},
-      {"Tile", {"multiples"}}, {"BroadcastTo", {"shape"}}, {"ExpandDims", {"axis"}},
-  };
-  static const std::vector<std::string> none;
-  auto it = m.find(op);
-  return it == m.end() ? none : it->second;
-}
+// MindSpore's name for loom's `format` (the op YAML's and some primitives' attribute name).
+constexpr std::string_view kMindSporeDataFormat = "data_format";
 
-// The primitive-function form (MindSpore >= 2.3): init arguments appended as Constant inputs,
-// in the order of MindSpore's op YAML (mindspore/ops/op_def/yaml). Names are MindSpore's;
-// data_format maps to loom's `format`.
-const std::vector<std::string>& prim_function_args(std::string_view op) {
-  static const std::map<std::string, std::vector<std::string>, std::less<>> m = {
-      {"MatMul", {"transpose_a", "transpose_b"}},
-      {"BatchMatMul", {"transpose_a", "transpose_b"}},
-      {"BiasAdd", {"data_format"}},
-      {"BatchNorm", {"is_training", "epsilon", "momentum", "data_format"}},
-      {"ReduceMean", {"axis", "keep_dims"}},
-      {"ReduceSum", {"axis", "keep_dims"}},
-      {"ReduceMax", {"axis", "keep_dims"}},
-      {"ReduceMin", {"axis", "keep_dims"}},
-      {"Softmax", {"axis"}},
-      {"LogSoftmax", {"axis"}},
-      {"AvgPool", {"kernel_size", "strides", "pad_mode", "data_format"}},
-      {"MaxPool", {"kernel_size", "strides", "pad_mode", "data_format"}},
-      {"Reshape", {"shape"}},
-      {"Transpose", {"perm"}},
-      {"ExpandDims", {"axis"}},
-      {"Tile", {"multiples"}},
-      {"BroadcastTo", {"shape"}},
-      {"Cast", {"dst_type"}},
-      {"ArgMax", {"axis", "output_type"}},
-      {"Concat", {"axis"}},
-      {"Gather", {"axis"}},
-  };
-  static const std::vector<std::string> none;
-  auto it = m.find(op);
-  return it == m.end() ? none : it->second;
-}
-
-struct Names {
-  std::vector<std::string> in, out;
-};
-
-// input_names / output_names as MindSpore's primitives declare them.
-std::optional<Names> io_names(std::string_view op) {
-  static const std::map<std::string, Names, std::less<>> m = {
-      {"Conv2D", {{"x", "w"}, {"output"}}},
-      {"MaxPool", {{"x"}, {"output"}}},
-      {"AvgPool", {{"x"}, {"output"}}},
-      {"MatMul", {{"x1", "x2"}, {"output"}}},
-      {"BiasAdd", {{"x", "b"}, {"output"}}},
-      {"ReLU", {{"x"}, {"output"}}},
-      {"ReLU6", {{"x"}, {"output"}}},
-      {"Sigmoid", {{"x"}, {"output"}}},
-      {"Tanh", {{"x"}, {"output"}}},
-      {"Reshape", {{"tensor", "shape"}, {"output"}}},
-      {"Transpose", {{"x", "perm"}, {"output"}}},
-      {"Add", {{"x", "y"}, {"output"}}},
-      {"Sub", {{"x", "y"}, {"output"}}},
-      {"Mul", {{"x", "y"}, {"output"}}},
-      {"RealDiv", {{"x", "y"}, {"output"}}},
-      {"Softmax", {{"x"}, {"output"}}},
-      {"ReduceMean", {{"input_x", "axis"}, {"y"}}},
-      {"ReduceSum", {{"input_x", "axis"}, {"y"}}},
-      {"ReduceMax", {{"input_x", "axis"}, {"y"}}},
-      {"BatchNorm",
-       {{"x", "scale", "offset", "mean", "variance"},
-        {"y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"}}},
-  };
-  auto it = m.find(op);
-  if (it == m.end()) return std::nullopt;
-  return it->second;
+// The registered op of a primitive that has a MindIR form; nullptr for any other.
+const ops::OpDef* mindir_op(std::string_view op) {
+  const ops::OpDef* def = ops::Registry::global().find(op);
+  return def && def->mindir.supported() ? def : nullptr;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -293,31 +222,6 @@ void encode_abstract(const Abstract& a, AP* out) {
   }
 }
 
-// MindSpore's pad_list of a Conv2D: the padding actually applied, (top, bottom, left, right).
-Value conv_pad_list(const ir::Primitive& p, const Abstract* x) {
-  const std::string& mode = p.attr("pad_mode").as_string();
-  if (mode == "pad") return p.attr("pad");
-  if (mode != "same" || !x || !x->is_tensor() || !x->shape_known() || x->shape().size() != 4) {
-    return Value::ints({0, 0, 0, 0});
-  }
-  const auto k = p.attr("kernel_size").as_ints();
-  const auto s = p.attr("stride").as_ints();
-  const auto d = p.attr("dilation").as_ints();
-  if (k.size() != 2 || s.size() != 2 || d.size() != 2 || s[0] <= 0 || s[1] <= 0) {
-    return Value::ints({0, 0, 0, 0});
-  }
-  std::vector<std::int64_t> out;
-  for (int i = 0; i < 2; ++i) {
-    const std::int64_t in = x->shape()[2 + i];
-    const std::int64_t o = (in + s[i] - 1) / s[i];
-    const std::int64_t need =
-        std::max<std::int64_t>(0, (o - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in);
-    out.push_back(need / 2);
-    out.push_back(need - need / 2);
-  }
-  return Value::ints(out);
-}
-
 std::vector<std::int64_t> four(const std::vector<std::int64_t>& hw) {
   if (hw.size() != 2) {
     throw ValueError("MindIR export: expected an (h, w) pair, got " + std::to_string(hw.size()) +
@@ -335,50 +239,74 @@ std::string lower(std::string s) {
   return s;
 }
 
-// The MindSpore primitive attributes of a loom primitive (attribute form).
-void encode_primitive(const ir::Primitive& p, const ir::CNode& node,
+// An attribute value as MindSpore spells it (ops/op.h, MindIRAttrEncoding).
+Value encode_attr(Encoding encoding, const Value& v) {
+  switch (encoding) {
+    case Encoding::kSpatialQuad:
+      return Value::ints(four(v.as_ints()));
+    case Encoding::kPadModeLower:
+      return Value::string(lower(v.as_string()));
+    case Encoding::kPadModeUpper:
+      return Value::string(upper(v.as_string()));
+    case Encoding::kAsIs:
+    case Encoding::kSpatialPair:
+    case Encoding::kPad4:
+    case Encoding::kFormat:
+    case Encoding::kAxisList:
+    case Encoding::kIntsFromTensor:
+      return v;
+  }
+  return v;
+}
+
+// The abstracts of a node's inputs (nullptr where one has none).
+std::vector<const Abstract*> input_abstracts(const ir::CNode& node) {
+  std::vector<const Abstract*> r;
+  for (std::size_t i = 0; i < node.num_args(); ++i) r.push_back(node.arg(i)->abstract().get());
+  return r;
+}
+
+// The values of the op's derived attributes (Conv2D's pad_list) at this node.
+std::vector<Value> derived_values(const ops::OpDef& def, const ir::Primitive& p,
+                                  const ir::CNode& node) {
+  std::vector<Value> r;
+  if (def.mindir.derived.empty()) return r;
+  const std::vector<const Abstract*> inputs = input_abstracts(node);
+  for (const ops::MindIRDerivedAttr& d : def.mindir.derived) r.push_back(d.value(p, inputs));
+  return r;
+}
+
+// The MindSpore primitive attributes of a loom primitive (attribute form): the attributes less
+// the Constant-input ones, with their second names, in name order; the derived ones; then
+// input_names / output_names.
+void encode_primitive(const ops::OpDef& def, const ir::Primitive& p,
+                      const std::vector<Value>& derived,
                       google::protobuf::RepeatedPtrField<AP>* attrs) {
-  const std::string& op = p.name();
-  const auto& skip = const_input_attrs(op);
-  auto is_skipped = [&](const std::string& n) {
-    return std::find(skip.begin(), skip.end(), n) != skip.end();
-  };
+  const ops::MindIRForm& form = def.mindir;
+  std::map<std::string, Value> written;
   for (const auto& [name, value] : p.attrs()) {
-    if (is_skipped(name)) continue;
-    if (op == "Conv2D" && (name == "stride" || name == "dilation")) {
-      add_attr(attrs, name, Value::ints(four(value.as_ints())));
-    } else if (op == "Conv2D" && name == "group") {
-      add_attr(attrs, "group", value);
-      add_attr(attrs, "groups", value);
-    } else if (op == "Conv2D" && name == "pad_mode") {
-      add_attr(attrs, name, Value::string(lower(value.as_string())));
-    } else if (op == "MaxPool" && (name == "kernel_size" || name == "strides")) {
-      // MaxPool keeps MindSpore's (1, 1, h, w) attributes; AvgPool, a primitive function from
-      // 2.3 on, takes loom's (h, w) pair as its kernel_size / strides inputs.
-      add_attr(attrs, name, Value::ints(four(value.as_ints())));
-    } else if (is_pool(op) && name == "pad_mode") {
-      add_attr(attrs, name, Value::string(upper(value.as_string())));
-    } else {
-      add_attr(attrs, name, value);
+    if (std::find(form.const_inputs.begin(), form.const_inputs.end(), name) !=
+        form.const_inputs.end()) {
+      continue;
     }
+    const Value v = encode_attr(form.encoding(name), value);
+    for (const ops::MindIRAttr& a : form.attrs) {
+      if (a.name == name && !a.also_written_as.empty()) written[a.also_written_as] = v;
+    }
+    written[name] = v;
   }
-  if (op == "Conv2D") {
-    const Abstract* x =
-        node.num_args() > 0 && node.arg(0)->abstract() ? node.arg(0)->abstract().get() : nullptr;
-    add_attr(attrs, "pad_list", conv_pad_list(p, x));
+  for (const auto& [name, value] : written) add_attr(attrs, name, value);
+  for (std::size_t i = 0; i < derived.size(); ++i) {
+    add_attr(attrs, form.derived[i].name, derived[i]);
   }
-  if (op == "MatMul") {
-    add_attr(attrs, "transpose_x1", p.attr("transpose_a"));
-    add_attr(attrs, "transpose_x2", p.attr("transpose_b"));
-  }
-  if (auto names = io_names(op)) {
+  if (!form.input_names.empty() || !form.output_names.empty()) {
     AP* in = attrs->Add();
     in->set_name("input_names");
-    encode_value(string_list(names->in), in, false);
+    encode_value(string_list(form.input_names), in, false);
     in->set_type(AP::LIST);
     AP* out = attrs->Add();
     out->set_name("output_names");
-    encode_value(string_list(names->out), out, false);
+    encode_value(string_list(form.output_names), out, false);
     out->set_type(AP::LIST);
   }
 }
@@ -446,14 +374,14 @@ class Writer {
       // MakeTuple(loads...), UpdateState(U, tuple), Depend(output, state): MindSpore's pattern.
       std::vector<AbstractPtr> elems;
       for (const auto& [param, load] : loads_order_) elems.push_back(param->abstract());
-      const std::string tup = add_node(*ir::make_primitive("MakeTuple"), nullptr, loads_names(),
-                                       Abstract::tuple(elems).get(), "MakeTuple");
-      const std::string us = add_node(*ir::make_primitive("UpdateState"), nullptr, {umonad_, tup},
-                                      nullptr, "UpdateState", true);
+      const std::string tup = add_node(*ir::make_primitive("MakeTuple"), nullptr, nullptr,
+                                       loads_names(), Abstract::tuple(elems).get(), "MakeTuple");
+      const std::string us = add_node(*ir::make_primitive("UpdateState"), nullptr, nullptr,
+                                      {umonad_, tup}, nullptr, "UpdateState", true);
       Value one = Value::i64(1);
       const std::string dep =
           add_node(*ir::make_primitive("Depend", {{"side_effect_propagate", one}}), nullptr,
-                   {out_name, us}, out->abstract().get(), "Depend");
+                   nullptr, {out_name, us}, out->abstract().get(), "Depend");
       out_name = dep;
     }
     auto* o = gp_->add_output();
@@ -493,8 +421,8 @@ class Writer {
     if (n->is_parameter() && static_cast<const ir::Parameter*>(n)->has_default() && opt_.monads) {
       auto l = load_of_.find(n);
       if (l != load_of_.end()) return l->second;
-      const std::string load = add_node(*ir::make_primitive("Load"), nullptr, {it->second, umonad_},
-                                        n->abstract().get(), "Load");
+      const std::string load = add_node(*ir::make_primitive("Load"), nullptr, nullptr,
+                                        {it->second, umonad_}, n->abstract().get(), "Load");
       load_of_[n] = load;
       loads_order_.emplace_back(static_cast<const ir::Parameter*>(n), load);
       return load;
@@ -515,37 +443,33 @@ class Writer {
     return name;
   }
 
-  std::string primitive(const ir::Primitive& p, const ir::CNode* node) {
-    const std::string pads = node && p.name() == "Conv2D" ? pad_list_key(p, *node) : "";
+  // One PrimitiveProto per distinct primitive (and values of its derived attributes). `def` is
+  // the op of a graph node; nullptr for the monad bookkeeping the writer adds, whose attributes
+  // are written as they are.
+  std::string primitive(const ir::Primitive& p, const ops::OpDef* def, const ir::CNode* node) {
+    const std::vector<Value> derived =
+        def && node ? derived_values(*def, p, *node) : std::vector<Value>{};
     for (const auto& e : prims_) {
-      if (e.pads == pads && e.prim == p) return e.name;
+      if (e.derived == derived && e.prim == p) return e.name;
     }
     const std::string name = p.name() + ":" + std::to_string(counter_++);
     auto* pp = model_->add_primitives();
     pp->set_name(name);
     pp->set_op_type(p.name());
     pp->set_prim_type(mind_ir::PrimitiveProto::PRIMITIVE);
-    if (node) {
-      encode_primitive(p, *node, pp->mutable_attribute());
+    if (def) {
+      encode_primitive(*def, p, derived, pp->mutable_attribute());
     } else {
       for (const auto& [k, v] : p.attrs()) add_attr(pp->mutable_attribute(), k, v);
     }
-    prims_.push_back({p, pads, name});
+    prims_.push_back({p, derived, name});
     return name;
   }
 
-  std::string pad_list_key(const ir::Primitive& p, const ir::CNode& node) {
-    const Abstract* x =
-        node.num_args() > 0 && node.arg(0)->abstract() ? node.arg(0)->abstract().get() : nullptr;
-    std::ostringstream s;
-    for (auto v : conv_pad_list(p, x).as_ints()) s << ',' << v;
-    return s.str();
-  }
-
-  std::string add_node(const ir::Primitive& p, const ir::CNode* node,
+  std::string add_node(const ir::Primitive& p, const ops::OpDef* def, const ir::CNode* node,
                        const std::vector<std::string>& inputs, const Abstract* abs,
                        const std::string& debug, bool umonad_out = false) {
-    const std::string prim = primitive(p, node);
+    const std::string prim = primitive(p, def, node);
     auto* n = gp_->add_node();
     const std::string name = name_ + ":" + debug + ":" + std::to_string(counter_++);
     n->set_op_type("REF::" + prim);
@@ -573,20 +497,18 @@ class Writer {
           "call of a graph (inline it first)");
     }
     const std::string& op = p->name();
-    const ops::OpDef* def = ops::Registry::global().find(op);
-    if (op == ir::kIfPrim || op == ir::kWhilePrim || op == "FusedElementwise" ||
-        op == "MatMulBiasAct" || op == "Conv2DBiasAct" ||
-        (def && def->trait == ops::Trait::kControlFlow)) {
+    const ops::OpDef* def = mindir_op(op);
+    if (!def) {
       throw ValueError("MindIR export: no MindIR encoding for op '" + op + "' (node " +
                        (c.name().empty() ? std::to_string(c.id()) : c.name()) + ")");
     }
     std::vector<std::string> inputs;
     for (std::size_t i = 0; i < c.num_args(); ++i) inputs.push_back(ref(c.arg(i)));
-    for (const auto& a : const_input_attrs(op)) {
+    for (const auto& a : def->mindir.const_inputs) {
       if (p->has_attr(a)) inputs.push_back(constant(p->attr(a)));
     }
     std::string debug = c.name().empty() ? op : c.name();
-    names_[&c] = add_node(*p, &c, inputs, c.abstract().get(), debug);
+    names_[&c] = add_node(*p, def, &c, inputs, c.abstract().get(), debug);
   }
 
   const ir::FuncGraph& g_;
@@ -600,7 +522,8 @@ class Writer {
   std::vector<std::pair<const ir::Parameter*, std::string>> loads_order_;
   struct PrimEntry {
     ir::Primitive prim;
-    std::string pads, name;
+    std::vector<Value> derived;
+    std::string name;
   };
   std::vector<PrimEntry> prims_;
   std::uint64_t bytes_ = 0;
@@ -708,53 +631,52 @@ Decoded decode(const AP& a, const std::string& what, const std::string& who, int
   }
 }
 
-// MindSpore's spelling of attribute `name` of `op` turned into loom's: (1, 1, h, w) -> (h, w),
-// enum ints of pad_mode / format -> strings, scalars -> tuples where loom wants a tuple.
-Value convert_attr(const std::string& op, const std::string& name, const Value& v) {
-  // MindSpore 4-tuples of spatial attributes -> loom's (h, w).
-  auto last_two = [](const Value& t) {
-    auto ints = t.as_ints();
-    if (ints.size() == 4) return Value::ints({ints[2], ints[3]});
-    if (ints.size() == 1) return Value::ints({ints[0], ints[0]});
-    return Value::ints(ints);
-  };
-  if (name == "format" && v.is_scalar()) {
-    return Value::string(v.as_int() == 1 ? "NHWC" : "NCHW");
-  }
-  if (name == "pad_mode") {
-    std::string s;
-    if (v.is_scalar()) {
-      const std::int64_t m = v.as_int();
-      s = m == 0 ? "pad" : m == 1 ? "same" : "valid";
-    } else {
-      s = v.as_string();
+// The integers of an integer tensor (a Constant input of the primitive-function form).
+Value ints_of_tensor(const Tensor& t) {
+  std::vector<std::int64_t> r;
+  for (double d : t.to_doubles()) r.push_back(static_cast<std::int64_t>(d));
+  return Value::ints(r);
+}
+
+// MindSpore's spelling of an attribute turned into loom's (ops/op.h, MindIRAttrEncoding):
+// (1, 1, h, w) -> (h, w), enum ints of pad_mode / format -> strings, scalars and tensors ->
+// tuples where loom wants a tuple.
+Value convert_attr(Encoding encoding, const Value& v) {
+  switch (encoding) {
+    case Encoding::kAsIs:
+      return v;
+    case Encoding::kFormat:
+      if (v.is_scalar()) return Value::string(v.as_int() == 1 ? "NHWC" : "NCHW");
+      return v;
+    case Encoding::kPadModeLower:
+    case Encoding::kPadModeUpper: {
+      std::string s;
+      if (v.is_scalar()) {
+        const std::int64_t m = v.as_int();
+        s = m == 0 ? "pad" : m == 1 ? "same" : "valid";
+      } else {
+        s = v.as_string();
+      }
+      return Value::string(encoding == Encoding::kPadModeLower ? lower(s) : upper(s));
     }
-    return Value::string(op == "Conv2D" ? lower(s) : upper(s));
-  }
-  if (op == "Conv2D" && (name == "stride" || name == "dilation" || name == "kernel_size")) {
-    if (v.is_scalar()) return Value::ints({v.as_int(), v.as_int()});
-    return last_two(v);
-  }
-  if (op == "Conv2D" && name == "pad" && v.is_scalar()) {
-    return Value::ints({v.as_int(), v.as_int(), v.as_int(), v.as_int()});
-  }
-  if (is_pool(op) && (name == "kernel_size" || name == "strides")) {
-    if (v.is_scalar()) return Value::ints({v.as_int(), v.as_int()});
-    return last_two(v);
-  }
-  if ((op == "Softmax") && name == "axis" && v.is_scalar()) return Value::ints({v.as_int()});
-  if (name == "axis" && op.rfind("Reduce", 0) == 0) {
-    if (v.is_scalar()) return Value::ints({v.as_int()});
-    if (v.is_tensor()) {
-      std::vector<std::int64_t> r;
-      for (double d : v.as_tensor().to_doubles()) r.push_back(static_cast<std::int64_t>(d));
-      return Value::ints(r);
+    case Encoding::kSpatialPair:
+    case Encoding::kSpatialQuad: {
+      if (v.is_scalar()) return Value::ints({v.as_int(), v.as_int()});
+      const auto ints = v.as_ints();
+      if (ints.size() == 4) return Value::ints({ints[2], ints[3]});
+      if (ints.size() == 1) return Value::ints({ints[0], ints[0]});
+      return Value::ints(ints);
     }
-  }
-  if ((name == "shape" || name == "perm" || name == "multiples") && v.is_tensor()) {
-    std::vector<std::int64_t> r;
-    for (double d : v.as_tensor().to_doubles()) r.push_back(static_cast<std::int64_t>(d));
-    return Value::ints(r);
+    case Encoding::kPad4:
+      if (v.is_scalar()) return Value::ints({v.as_int(), v.as_int(), v.as_int(), v.as_int()});
+      return v;
+    case Encoding::kAxisList:
+      if (v.is_scalar()) return Value::ints({v.as_int()});
+      if (v.is_tensor()) return ints_of_tensor(v.as_tensor());
+      return v;
+    case Encoding::kIntsFromTensor:
+      if (v.is_tensor()) return ints_of_tensor(v.as_tensor());
+      return v;
   }
   return v;
 }
@@ -966,8 +888,8 @@ class Reader {
       define(name, g_->add_call(ops::make_op("TupleGetItem"), {args[0], index}));
       return;
     }
-    const ops::OpDef* def = ops::Registry::global().find(op);
-    if (!def || def->trait == ops::Trait::kControlFlow) {
+    const ops::OpDef* def = mindir_op(op);
+    if (!def) {
       fail(what_, "unknown op '" + op + "' at " + where + " (loom has no op of that name)");
     }
     // Attributes: the ones loom's schema knows; the rest (input_names, pad_list, groups...) are
@@ -976,12 +898,12 @@ class Reader {
     for (const auto& s : def->attrs) known.insert(s.name);
     ir::Primitive::Attrs pattrs;
     auto put = [&](std::string attr, const Value& v) {
-      if (attr == "data_format") attr = "format";
+      if (attr == kMindSporeDataFormat) attr = "format";
       if (!known.count(attr)) return;
-      pattrs[attr] = convert_attr(op, attr, v);
+      pattrs[attr] = convert_attr(def->mindir.encoding(attr), v);
     };
     for (const AP* a : attrs) {
-      if (!known.count(a->name()) && a->name() != "data_format") continue;
+      if (!known.count(a->name()) && a->name() != kMindSporeDataFormat) continue;
       Decoded d = decode(*a, what_, op + "." + a->name());
       if (d.monad) continue;
       put(a->name(), d.value);
@@ -990,8 +912,8 @@ class Reader {
     // (Reshape's shape...) then primitive-function init arguments.
     if (def->num_inputs >= 0 && static_cast<int>(args.size()) > def->num_inputs) {
       std::vector<std::string> extra;
-      const auto& ci = const_input_attrs(op);
-      const auto& pf = prim_function_args(op);
+      const auto& ci = def->mindir.const_inputs;
+      const auto& pf = def->mindir.function_args;
       if (prim_function || m_.mind_ir_version() >= 2) {
         extra = pf;
       } else {

@@ -59,6 +59,9 @@ OpDef activation(std::string name, InferFn infer, BpropFn bprop, std::string sum
   return def;
 }
 
+// MindSpore's input_names / output_names of a one-input activation.
+MindIRForm unary_mindir() { return {.input_names = {"x"}, .output_names = {"output"}}; }
+
 // ---- Pointwise ----------------------------------------------------------------------------
 
 // ReluGrad(dout, y): dout where y > 0, else 0 (MindSpore's primitive; y is ReLU's output). The
@@ -104,7 +107,7 @@ OpDef relu_grad() {
 }
 
 void register_pointwise(Registry& r) {
-  r.add(fusable(activation(
+  r.add(with_mindir(fusable(activation(
       "ReLU",
       [](const InferContext& c) -> AbstractPtr {
         const ir::Abstract& x = tensor_input(c, 0, "x");
@@ -119,9 +122,9 @@ void register_pointwise(Registry& r) {
         // MindSpore's rule: one kernel, no mask or zeros buffer (ReluGrad below).
         return {e.emit("ReluGrad", {a.dout, a.out})};
       },
-      "max(x, 0)")));
+      "max(x, 0)")), unary_mindir()));
   r.add(relu_grad());
-  r.add(fusable(activation(
+  r.add(with_mindir(fusable(activation(
       "ReLU6", floating_unary_infer(),
       [](Emitter& e, const BpropArgs& a) -> Grads {
         // Zero at both kinks (x = 0 and x = 6), as PyTorch's hardtanh_backward.
@@ -130,21 +133,21 @@ void register_pointwise(Registry& r) {
         const Var below6 = e.emit("Less", {a.out, e.scalar_like(a.out, 6.0)});
         return {e.emit("Select", {above0, e.emit("Select", {below6, a.dout, zeros}), zeros})};
       },
-      "min(max(x, 0), 6)")));
-  r.add(fusable(activation(
+      "min(max(x, 0), 6)")), unary_mindir()));
+  r.add(with_mindir(fusable(activation(
       "Sigmoid", floating_unary_infer(),
       [](Emitter& e, const BpropArgs& a) -> Grads {
         const Var one_minus = e.sub(e.scalar_like(a.out, 1.0), a.out);
         return {e.mul(a.dout, e.mul(a.out, one_minus))};
       },
-      "1 / (1 + exp(-x))")));
-  r.add(fusable(activation(
+      "1 / (1 + exp(-x))")), unary_mindir()));
+  r.add(with_mindir(fusable(activation(
       "Tanh", floating_unary_infer(),
       [](Emitter& e, const BpropArgs& a) -> Grads {
         const Var one_minus_sq = e.sub(e.scalar_like(a.out, 1.0), e.mul(a.out, a.out));
         return {e.mul(a.dout, one_minus_sq)};
       },
-      "hyperbolic tangent")));
+      "hyperbolic tangent")), unary_mindir()));
   r.add(activation(
       "GeLU", floating_unary_infer(),
       [](Emitter& e, const BpropArgs& a) -> Grads {
@@ -226,6 +229,13 @@ void register_softmax(Registry& r) {
                                  ? ""
                                  : "expected one axis, got " + shape_to_string(axes);
                     }}};
+  // MindSpore's attribute form may give the axis as a scalar.
+  softmax.mindir = {.function_args = {"axis"},
+                    .input_names = {"x"},
+                    .output_names = {"output"},
+                    .attrs = {{.name = "axis",
+                               .encoding = MindIRAttrEncoding::kAxisList,
+                               .also_written_as = {}}}};
   r.add(std::move(softmax));
 
   OpDef log_softmax = activation("LogSoftmax", softmax_infer(), log_softmax_bprop,
@@ -233,6 +243,7 @@ void register_softmax(Registry& r) {
   log_softmax.trait = Trait::kOpaque;
   log_softmax.attrs = {
       {.name = "axis", .kind = AttrKind::kInt, .default_value = Value::i64(-1), .check = {}}};
+  log_softmax.mindir = {.function_args = {"axis"}};
   r.add(std::move(log_softmax));
 }
 

@@ -4,6 +4,8 @@
 // (deterministic scatter-add). Shape rules follow MindSpore; StridedSlice follows TensorFlow's
 // sparse-to-dense mask resolution, which MindSpore shares. Unknown dims (-1) propagate where the
 // rule allows; the kernels only ever see known shapes.
+#include "ops/array_ops.h"
+
 #include <algorithm>
 
 #include "core/ir/error.h"
@@ -11,14 +13,7 @@
 
 namespace loom::ops {
 
-// TensorFlow's resolution of a strided slice, which MindSpore shares. The sparse spec (begin,
-// end, strides and the masks, one entry per index expression) becomes a dense one with an
-// entry per input axis: the ellipsis (implicitly at the end when absent) expands to full
-// ranges, new axes take no input axis. For each input axis it yields the first index, the step
-// and the number of elements taken (`size`, rank of x: shrunk axes have size 1), and the
-// output shape (new axes inserted as 1, shrunk axes removed). The output's row-major order is
-// `size`'s row-major order, which is what the kernels walk. Returns "" or the problem. Shared
-// with backends/cpu/array_kernels.cc, which declares it again (the family owns no header).
+// Declared in ops/array_ops.h (shared with backends/cpu/array_kernels.cc).
 std::string strided_slice_plan(const Shape& x, const Primitive& prim, Shape& begin,
                                Shape& stride, Shape& size, Shape& out_shape) {
   const Shape sb = prim.attr("begin").as_ints();
@@ -592,9 +587,25 @@ AbstractPtr infer_one_hot(const InferContext& c) {
   return ir::Abstract::tensor(DType::kFloat32, s);
 }
 
+// An operand MindSpore's attribute form passes as a Constant input (and its primitive-function
+// form as its one init argument), given in MindIR as a tuple or an integer tensor.
+// input_names, where given, come with output_names ("output").
+MindIRForm operand_mindir(const std::string& attr, MindIRAttrEncoding encoding,
+                          std::vector<std::string> input_names = {}) {
+  MindIRForm form{.const_inputs = {attr},
+                  .function_args = {attr},
+                  .attrs = {{.name = attr, .encoding = encoding, .also_written_as = {}}}};
+  if (!input_names.empty()) {
+    form.input_names = std::move(input_names);
+    form.output_names = {"output"};
+  }
+  return form;
+}
+
 }  // namespace
 
 void register_array_ops(Registry& r) {
+  using enum MindIRAttrEncoding;
   const auto none = std::nullopt;
   r.add(OpDef{
       .name = "Reshape",
@@ -604,6 +615,7 @@ void register_array_ops(Registry& r) {
       .bprop = [](Emitter& e, const BpropArgs& a) -> Grads { return {reshape_to_input(e, a)}; },
       .not_differentiable_because = {},
       .summary = "the same elements in another shape (one dim of shape may be -1: inferred)",
+      .mindir = operand_mindir("shape", kIntsFromTensor, {"tensor", "shape"}),
   });
   r.add(OpDef{
       .name = "Transpose",
@@ -613,6 +625,7 @@ void register_array_ops(Registry& r) {
       .bprop = transpose_bprop,
       .not_differentiable_because = {},
       .summary = "permutes the axes: output axis i is input axis perm[i]",
+      .mindir = operand_mindir("perm", kIntsFromTensor, {"x", "perm"}),
   });
   r.add(OpDef{
       .name = "Flatten",
@@ -631,6 +644,7 @@ void register_array_ops(Registry& r) {
       .bprop = [](Emitter& e, const BpropArgs& a) -> Grads { return {reshape_to_input(e, a)}; },
       .not_differentiable_because = {},
       .summary = "inserts an axis of size 1 at `axis` (in [-rank-1, rank])",
+      .mindir = operand_mindir("axis", kAsIs),
   });
   r.add(OpDef{
       .name = "Squeeze",
@@ -650,6 +664,7 @@ void register_array_ops(Registry& r) {
       .bprop = concat_bprop,
       .not_differentiable_because = {},
       .summary = "joins its tensor inputs along `axis`",
+      .mindir = {.function_args = {"axis"}},
   });
   r.add(OpDef{
       .name = "Split",
@@ -699,6 +714,7 @@ void register_array_ops(Registry& r) {
       .bprop = tile_bprop,
       .not_differentiable_because = {},
       .summary = "repeats x multiples[i] times along axis i",
+      .mindir = operand_mindir("multiples", kIntsFromTensor),
   });
   r.add(OpDef{
       .name = "BroadcastTo",
@@ -710,6 +726,7 @@ void register_array_ops(Registry& r) {
       },
       .not_differentiable_because = {},
       .summary = "broadcasts x to `shape` (-1 keeps x's dim)",
+      .mindir = operand_mindir("shape", kIntsFromTensor),
   });
   r.add(OpDef{
       .name = "Gather",
@@ -719,6 +736,7 @@ void register_array_ops(Registry& r) {
       .bprop = gather_bprop,
       .not_differentiable_because = {},
       .summary = "slices of params along `axis` picked by integer indices",
+      .mindir = {.function_args = {"axis"}},
   });
   r.add(OpDef{
       .name = "GatherGrad",

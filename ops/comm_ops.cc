@@ -49,6 +49,9 @@ void check_token(const InferContext& c, std::size_t i) {
 }  // namespace
 
 void register_comm_ops(Registry& r) {
+  // The bucketed all-reduce is loom's own pair of ops, made by parallel/ for training graphs.
+  constexpr const char* kNotInMindIR =
+      "loom's own op (MindSpore has no primitive of that name), made for training graphs";
   const std::vector<AttrSpec> common = {
       {"op", AttrKind::kString, Value::string("mean"), check_reduce_op},
       {"deterministic", AttrKind::kBool, Value::boolean(false), {}},
@@ -96,6 +99,7 @@ void register_comm_ops(Registry& r) {
       .summary = "copies a bucket of tensors and starts their non-blocking all-reduce; returns "
                  "a token (kernel: parallel/)",
       .runtime_kernels = true,
+      .mindir = {.absent_because = kNotInMindIR},
   });
   r.add(OpDef{
       .name = "AllReduceWait",
@@ -120,6 +124,7 @@ void register_comm_ops(Registry& r) {
       .summary = "waits for the all-reduce named by the token; returns the reduced tensors "
                  "(kernel: parallel/)",
       .runtime_kernels = true,
+      .mindir = {.absent_because = kNotInMindIR},
   });
 }
 

@@ -2,9 +2,10 @@
 // gradient ops Conv2DBackpropInput / Conv2DBackpropFilter; MaxPool, AvgPool and their gradient
 // ops MaxPoolGrad, AvgPoolGrad, MaxPoolGradGrad.
 //
-// Padding follows MindSpore: 'valid' uses no padding, 'same' gives out = ceil(in / stride) with
-// total padding max((out - 1)·stride + (k - 1)·dilation + 1 - in, 0) split floor(total / 2)
-// before and the rest after, 'pad' (Conv2D only) takes the explicit (top, bottom, left, right).
+// Padding follows MindSpore (ops/conv_geometry.h, shared with the kernels): 'valid' uses no
+// padding, 'same' gives out = ceil(in / stride) with total padding
+// max((out - 1)·stride + (k - 1)·dilation + 1 - in, 0) split floor(total / 2) before and the rest
+// after, 'pad' (Conv2D only) takes the explicit (top, bottom, left, right).
 //
 // The convolution ops are linear in each argument, so each one's gradient is the other two
 // applied to the incoming gradient: every order of derivative of a convolution stays within
@@ -14,6 +15,7 @@
 #include <cctype>
 
 #include "core/ir/error.h"
+#include "ops/conv_geometry.h"
 #include "ops/op.h"
 
 namespace loom::ops {
@@ -77,8 +79,6 @@ AttrSpec format_attr() {
 // ---------------------------------------------------------------------------------------------
 // Convolution
 
-enum class PadMode { kValid, kSame, kPad };
-
 struct ConvAttrs {
   std::int64_t out_channel;
   std::int64_t group;
@@ -91,15 +91,13 @@ ConvAttrs conv_attrs(const Primitive& p) {
   ConvAttrs a{
       .out_channel = p.attr("out_channel").as_int(),
       .group = p.attr("group").as_int(),
-      .pad_mode = PadMode::kValid,
+      .pad_mode = pad_mode_of(p),
       .pad_mode_text = to_lower(p.attr("pad_mode").as_string()),
       .kernel = p.attr("kernel_size").as_ints(),
       .stride = p.attr("stride").as_ints(),
       .dilation = p.attr("dilation").as_ints(),
       .pad = p.attr("pad").as_ints(),
   };
-  if (a.pad_mode_text == "same") a.pad_mode = PadMode::kSame;
-  if (a.pad_mode_text == "pad") a.pad_mode = PadMode::kPad;
   return a;
 }
 
@@ -173,18 +171,9 @@ bool shapes_agree(const Shape& a, const Shape& b) {
 // Output extent along one spatial axis: unknown when the input extent is, 0 when the (dilated)
 // kernel does not fit.
 std::int64_t conv_out_dim(const ConvAttrs& a, int axis, std::int64_t in) {
-  if (!known(in)) return ir::kUnknownDim;
-  const std::int64_t s = a.stride[axis];
-  const std::int64_t span = a.dilation[axis] * (a.kernel[axis] - 1) + 1;
-  switch (a.pad_mode) {
-    case PadMode::kSame: return (in + s - 1) / s;
-    case PadMode::kValid: return in < span ? 0 : (in - span) / s + 1;
-    case PadMode::kPad: {
-      const std::int64_t padded = in + a.pad[2 * axis] + a.pad[2 * axis + 1];
-      return padded < span ? 0 : (padded - span) / s + 1;
-    }
-  }
-  return ir::kUnknownDim;
+  return window_axis(in, a.kernel[axis], a.stride[axis], a.dilation[axis], a.pad_mode,
+                     a.pad[2 * axis], a.pad[2 * axis + 1])
+      .out;
 }
 
 // Checks x (N, C, H, W) against w (O, C/group, kh, kw) and the attributes; returns the output
@@ -342,21 +331,14 @@ std::vector<AttrSpec> pool_attr_specs() {
 Shape pool_output_shape(const InferContext& c, const Shape& x) {
   const Ints k = c.attr("kernel_size").as_ints();
   const Ints s = c.attr("strides").as_ints();
-  const bool same = to_lower(c.attr("pad_mode").as_string()) == "same";
+  const PadMode mode = pad_mode_of(c.prim) == PadMode::kSame ? PadMode::kSame : PadMode::kValid;
   Shape out{x[0], x[1], 0, 0};
   for (int axis = 0; axis < 2; ++axis) {
     const std::int64_t in = x[2 + axis];
-    if (!known(in)) {
-      out[2 + axis] = ir::kUnknownDim;
-    } else if (same) {
-      out[2 + axis] = (in + s[axis] - 1) / s[axis];
-    } else {
-      if (in < k[axis]) {
-        throw ShapeError(c.error("expected the input to be at least kernel_size " +
-                                 ints_text(k) + " in H and W with pad_mode VALID, got x " +
-                                 shape_to_string(x)));
-      }
-      out[2 + axis] = (in - k[axis]) / s[axis] + 1;
+    out[2 + axis] = window_axis(in, k[axis], s[axis], 1, mode).out;
+    if (mode == PadMode::kValid && known(in) && out[2 + axis] == 0) {
+      throw ShapeError(c.error("expected the input to be at least kernel_size " + ints_text(k) +
+                               " in H and W with pad_mode VALID, got x " + shape_to_string(x)));
     }
   }
   return out;
@@ -392,6 +374,69 @@ AbstractPtr infer_pool_grad(const InferContext& c, bool third_is_pooled) {
   return ir::Abstract::tensor(x.dtype(), third_is_pooled ? x.shape() : pooled);
 }
 
+// ---------------------------------------------------------------------------------------------
+// MindIR
+
+// MindSpore's pad_list of a Conv2D: the padding applied, (top, bottom, left, right); zeros where
+// it is not known (x's shape unknown).
+Value conv_pad_list(const Primitive& p, std::span<const ir::Abstract* const> inputs) {
+  const std::optional<PadMode> mode = parse_pad_mode(p.attr("pad_mode").as_string());
+  if (mode == PadMode::kPad) return p.attr("pad");
+  const Value zeros = Value::ints({0, 0, 0, 0});
+  const ir::Abstract* x = inputs.empty() ? nullptr : inputs[0];
+  if (mode != PadMode::kSame || !x || !x->is_tensor() || !x->shape_known() ||
+      x->shape().size() != 4) {
+    return zeros;
+  }
+  const Ints k = p.attr("kernel_size").as_ints();
+  const Ints s = p.attr("stride").as_ints();
+  const Ints d = p.attr("dilation").as_ints();
+  if (k.size() != 2 || s.size() != 2 || d.size() != 2 || s[0] <= 0 || s[1] <= 0) return zeros;
+  Ints out;
+  for (int i = 0; i < 2; ++i) {
+    const WindowAxis a = window_axis(x->shape()[2 + i], k[i], s[i], d[i], PadMode::kSame);
+    out.push_back(a.pad_before);
+    out.push_back(a.pad_after);
+  }
+  return Value::ints(out);
+}
+
+// The convolution ops' attribute spellings. Conv2D is written as MindSpore's exporter writes it:
+// stride and dilation as (1, 1, h, w), group also as groups; the gradient ops read the same
+// spellings and are written with loom's.
+std::vector<MindIRAttr> conv_mindir_attrs(bool forward) {
+  using enum MindIRAttrEncoding;
+  const MindIRAttrEncoding window = forward ? kSpatialQuad : kSpatialPair;
+  return {
+      {.name = "kernel_size", .encoding = kSpatialPair, .also_written_as = {}},
+      {.name = "stride", .encoding = window, .also_written_as = {}},
+      {.name = "dilation", .encoding = window, .also_written_as = {}},
+      {.name = "pad", .encoding = kPad4, .also_written_as = {}},
+      {.name = "pad_mode", .encoding = kPadModeLower, .also_written_as = {}},
+      {.name = "format", .encoding = kFormat, .also_written_as = {}},
+      {.name = "group", .encoding = kAsIs, .also_written_as = forward ? "groups" : ""},
+  };
+}
+
+// The pooling ops' attribute spellings; `window` for kernel_size and strides.
+std::vector<MindIRAttr> pool_mindir_attrs(MindIRAttrEncoding window) {
+  using enum MindIRAttrEncoding;
+  return {
+      {.name = "kernel_size", .encoding = window, .also_written_as = {}},
+      {.name = "strides", .encoding = window, .also_written_as = {}},
+      {.name = "pad_mode", .encoding = kPadModeUpper, .also_written_as = {}},
+      {.name = "format", .encoding = kFormat, .also_written_as = {}},
+  };
+}
+
+// MaxPool and AvgPool: MindSpore's primitive functions take the window as init arguments.
+MindIRForm pool_mindir(MindIRAttrEncoding window) {
+  return {.function_args = {"kernel_size", "strides", "pad_mode", "format"},
+          .input_names = {"x"},
+          .output_names = {"output"},
+          .attrs = pool_mindir_attrs(window)};
+}
+
 }  // namespace
 
 void register_conv_pool_ops(Registry& r) {
@@ -408,6 +453,10 @@ void register_conv_pool_ops(Registry& r) {
       .infer = infer_conv2d,
       .bprop = conv2d_bprop,
       .summary = "2-D cross-correlation of x (N, C, H, W) with w (O, C/group, kh, kw)",
+      .mindir = {.input_names = {"x", "w"},
+                 .output_names = {"output"},
+                 .attrs = conv_mindir_attrs(true),
+                 .derived = {{.name = "pad_list", .value = conv_pad_list}}},
   });
   r.add(OpDef{
       .name = "Conv2DBackpropInput",
@@ -417,6 +466,7 @@ void register_conv_pool_ops(Registry& r) {
       .infer = infer_conv2d_backprop_input,
       .bprop = conv2d_backprop_input_bprop,
       .summary = "gradient of Conv2D with respect to x, from (dout, w); x's shape is input_size",
+      .mindir = {.attrs = conv_mindir_attrs(false)},
   });
   r.add(OpDef{
       .name = "Conv2DBackpropFilter",
@@ -426,6 +476,7 @@ void register_conv_pool_ops(Registry& r) {
       .infer = infer_conv2d_backprop_filter,
       .bprop = conv2d_backprop_filter_bprop,
       .summary = "gradient of Conv2D with respect to w, from (dout, x); w's shape is filter_size",
+      .mindir = {.attrs = conv_mindir_attrs(false)},
   });
   r.add(OpDef{
       .name = "MaxPool",
@@ -437,6 +488,8 @@ void register_conv_pool_ops(Registry& r) {
         return {e.emit("MaxPoolGrad", {a.inputs[0], a.out, a.dout}, a.prim.attrs())};
       },
       .summary = "maximum over kernel_size windows of x (N, C, H, W), VALID or SAME padding",
+      // MaxPool is not a primitive function in MindSpore 2.10: MindSpore's (1, 1, h, w).
+      .mindir = pool_mindir(MindIRAttrEncoding::kSpatialQuad),
   });
   r.add(OpDef{
       .name = "AvgPool",
@@ -449,6 +502,9 @@ void register_conv_pool_ops(Registry& r) {
       },
       .summary = "mean over kernel_size windows of x (N, C, H, W); SAME averages only the "
                  "elements inside x",
+      // Written as (h, w): AvgPool is a primitive function from MindSpore 2.3 on, and 2.10
+      // converts the attribute straight into its (h, w) kernel_size input (docs/formats.md).
+      .mindir = pool_mindir(MindIRAttrEncoding::kSpatialPair),
   });
   r.add(OpDef{
       .name = "MaxPoolGrad",
@@ -465,6 +521,7 @@ void register_conv_pool_ops(Registry& r) {
       },
       .summary = "gradient of MaxPool from (x, out, dout): dout goes to each window's first "
                  "maximum",
+      .mindir = {.attrs = pool_mindir_attrs(MindIRAttrEncoding::kSpatialPair)},
   });
   r.add(OpDef{
       .name = "MaxPoolGradGrad",
@@ -480,6 +537,7 @@ void register_conv_pool_ops(Registry& r) {
       },
       .summary = "gradient of MaxPoolGrad from (x, out, grad): grad at each window's first "
                  "maximum of x",
+      .mindir = {.attrs = pool_mindir_attrs(MindIRAttrEncoding::kSpatialPair)},
   });
   r.add(OpDef{
       .name = "AvgPoolGrad",
@@ -492,6 +550,7 @@ void register_conv_pool_ops(Registry& r) {
                 e.emit("AvgPool", {a.dout}, a.prim.attrs())};
       },
       .summary = "gradient of AvgPool from (x, out, dout): dout spread evenly over each window",
+      .mindir = {.attrs = pool_mindir_attrs(MindIRAttrEncoding::kSpatialPair)},
   });
 }
 

@@ -24,6 +24,9 @@ namespace loom::ops {
 namespace {
 
 constexpr const char* kNotDifferentiable = "made by the fuse pass after autodiff";
+// Fused ops are loom's own; the export pipeline does not fuse.
+constexpr const char* kNotInMindIR = "loom's own fused op (MindSpore has no primitive of that "
+                                     "name); the export pipeline does not run the fuse pass";
 
 AttrSpec act_attr() {
   return AttrSpec{
@@ -144,6 +147,7 @@ void register_fused_ops(Registry& r) {
       .infer = infer_matmul_bias_act,
       .not_differentiable_because = kNotDifferentiable,
       .summary = "act(MatMul(x, w) + b) with act none, relu or relu6 (made by the fuse pass)",
+      .mindir = {.absent_because = kNotInMindIR},
   });
   std::vector<AttrSpec> conv_attrs = r.get("Conv2D").attrs;
   conv_attrs.push_back(act_attr());
@@ -156,6 +160,7 @@ void register_fused_ops(Registry& r) {
       .not_differentiable_because = kNotDifferentiable,
       .summary = "act(BiasAdd(Conv2D(x, w), b)) with Conv2D's attributes and act none, relu or "
                  "relu6 (made by the fuse pass)",
+      .mindir = {.absent_because = kNotInMindIR},
   });
   r.add(OpDef{
       .name = "FusedElementwise",
@@ -168,6 +173,7 @@ void register_fused_ops(Registry& r) {
       .summary = "a chain of elementwise steps over the inputs, evaluated block by block; "
                  "program = ((op, operand index, ...), ...), indices naming inputs then earlier "
                  "steps (made by the fuse pass)",
+      .mindir = {.absent_because = kNotInMindIR},
   });
 }
 

@@ -163,6 +163,9 @@ OpDef comparison(std::string name, Accepts set, std::string summary) {
   return def;
 }
 
+// MindSpore's input_names / output_names of a two-input arithmetic op.
+MindIRForm binary_mindir() { return {.input_names = {"x", "y"}, .output_names = {"output"}}; }
+
 // Maximum and Minimum: dout goes to x where x wins, to y where y wins, half to each on a tie
 // (as MindSpore's MaximumGrad/MinimumGrad and PyTorch do).
 Grads extremum_grads(Emitter& e, const BpropArgs& a, const Var& x_wins) {
@@ -174,32 +177,32 @@ Grads extremum_grads(Emitter& e, const BpropArgs& a, const Var& x_wins) {
 }
 
 void register_arithmetic(Registry& r) {
-  r.add(fusable(binary(
+  r.add(with_mindir(fusable(binary(
       "Add", Accepts::kNumeric,
       [](Emitter& e, const BpropArgs& a) -> Grads {
         return to_input_shapes(e, a, {a.dout, a.dout});
       },
-      "x + y, broadcasting")));
-  r.add(fusable(binary(
+      "x + y, broadcasting")), binary_mindir()));
+  r.add(with_mindir(fusable(binary(
       "Sub", Accepts::kNumeric,
       [](Emitter& e, const BpropArgs& a) -> Grads {
         return to_input_shapes(e, a, {a.dout, e.neg(a.dout)});
       },
-      "x - y, broadcasting")));
-  r.add(fusable(binary(
+      "x - y, broadcasting")), binary_mindir()));
+  r.add(with_mindir(fusable(binary(
       "Mul", Accepts::kNumeric,
       [](Emitter& e, const BpropArgs& a) -> Grads {
         return to_input_shapes(e, a, {e.mul(a.dout, a.inputs[1]), e.mul(a.dout, a.inputs[0])});
       },
-      "x * y, broadcasting")));
-  r.add(fusable(binary(
+      "x * y, broadcasting")), binary_mindir()));
+  r.add(with_mindir(fusable(binary(
       "RealDiv", Accepts::kFloating,
       [](Emitter& e, const BpropArgs& a) -> Grads {
         // d(x/y)/dy = -(x/y)/y: reuse out rather than squaring y.
         const Var dx = e.div(a.dout, a.inputs[1]);
         return to_input_shapes(e, a, {dx, e.neg(e.mul(dx, a.out))});
       },
-      "x / y for floating tensors, broadcasting")));
+      "x / y for floating tensors, broadcasting")), binary_mindir()));
   r.add(binary(
       "Pow", Accepts::kFloating,
       [](Emitter& e, const BpropArgs& a) -> Grads {
@@ -337,6 +340,9 @@ void register_creation(Registry& r) {
   };
   fill.not_differentiable_because = "it has no tensor inputs";
   fill.summary = "a tensor of dtype and shape with every element equal to value";
+  fill.mindir = {.attrs = {{.name = "shape",
+                            .encoding = MindIRAttrEncoding::kIntsFromTensor,
+                            .also_written_as = {}}}};
   r.add(std::move(fill));
 
   OpDef cast = elementwise(
@@ -349,6 +355,7 @@ void register_creation(Registry& r) {
       },
       "converts to dst_type (floats to integers truncate toward zero; to Bool is x != 0)");
   cast.attrs = {{"dst_type", AttrKind::kDType, std::nullopt, {}}};
+  cast.mindir = {.function_args = {"dst_type"}};
   cast.bprop = [](Emitter& e, const BpropArgs& a) -> Grads {
     const DType src = e.dtype_of(a.inputs[0]);
     const DType dst = a.prim.attr("dst_type").as_dtype();

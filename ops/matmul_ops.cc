@@ -210,6 +210,12 @@ AbstractPtr infer_bias_add_grad(const InferContext& c) {
   return ir::Abstract::tensor(d.dtype(), {ds[channel_axis(c, ds.size())]});
 }
 
+// The format attribute in MindIR: MindSpore's primitive-function form gives it as an enum int
+// (NCHW 0, NHWC 1).
+MindIRAttr format_mindir() {
+  return {.name = "format", .encoding = MindIRAttrEncoding::kFormat, .also_written_as = {}};
+}
+
 ir::Primitive::Attrs format_of(const BpropArgs& a) {
   return {{"format", a.prim.attr("format")}};
 }
@@ -225,6 +231,15 @@ void register_matmul_ops(Registry& r) {
       .infer = infer_matmul,
       .bprop = matmul_bprop,
       .summary = "op(x) · op(y) of rank-2 tensors, op transposing where transpose_a/_b is set",
+      .mindir = {.function_args = {"transpose_a", "transpose_b"},
+                 .input_names = {"x1", "x2"},
+                 .output_names = {"output"},
+                 .attrs = {{.name = "transpose_a",
+                            .encoding = MindIRAttrEncoding::kAsIs,
+                            .also_written_as = "transpose_x1"},
+                           {.name = "transpose_b",
+                            .encoding = MindIRAttrEncoding::kAsIs,
+                            .also_written_as = "transpose_x2"}}},
   });
   r.add(OpDef{
       .name = "BatchMatMul",
@@ -235,6 +250,7 @@ void register_matmul_ops(Registry& r) {
       .bprop = batch_matmul_bprop,
       .summary = "MatMul over the last two dims of x (rank >= 3) and y (rank >= 2); the batch "
                  "dims broadcast",
+      .mindir = {.function_args = {"transpose_a", "transpose_b"}},
   });
   r.add(OpDef{
       .name = "BiasAdd",
@@ -246,6 +262,10 @@ void register_matmul_ops(Registry& r) {
         return {a.dout, e.emit("BiasAddGrad", {a.dout}, format_of(a))};
       },
       .summary = "x + b with the rank-1 b along the channel axis (1; last for NHWC)",
+      .mindir = {.function_args = {"format"},
+                 .input_names = {"x", "b"},
+                 .output_names = {"output"},
+                 .attrs = {format_mindir()}},
   });
   r.add(OpDef{
       .name = "BiasAddGrad",
@@ -258,6 +278,7 @@ void register_matmul_ops(Registry& r) {
         return {e.emit("BiasAdd", {e.zeros_like(a.inputs[0]), a.dout}, format_of(a))};
       },
       .summary = "the sum of dout over every axis but the channel axis (BiasAdd's bias gradient)",
+      .mindir = {.attrs = {format_mindir()}},
   });
 }
 

@@ -127,6 +127,12 @@ AttrSpec format_attr() {
           }};
 }
 
+// The format attribute in MindIR: MindSpore's primitive-function form gives it as an enum int
+// (NCHW 0, NHWC 1).
+MindIRAttr format_mindir() {
+  return {.name = "format", .encoding = MindIRAttrEncoding::kFormat, .also_written_as = {}};
+}
+
 // x of rank 2 (N, C) or 4 (N, C, H, W), floating.
 const ir::Abstract& batch_norm_x(const InferContext& c, std::size_t i, std::string_view name) {
   const ir::Abstract& x = floating_input(c, i, name);
@@ -290,6 +296,11 @@ void register_norm_loss_ops(Registry& r) {
       .bprop = batch_norm_bprop,
       .summary = "per-channel normalization of x (N, C[, H, W]) → (y, moving mean, moving "
                  "variance, saved mean, saved inverse std); batch statistics when is_training",
+      .mindir = {.function_args = {"is_training", "epsilon", "momentum", "format"},
+                 .input_names = {"x", "scale", "offset", "mean", "variance"},
+                 .output_names = {"y", "batch_mean", "batch_variance", "reserve_space_1",
+                                  "reserve_space_2"},
+                 .attrs = {format_mindir()}},
   });
   r.add(OpDef{
       .name = "BatchNormGrad",
@@ -302,6 +313,7 @@ void register_norm_loss_ops(Registry& r) {
                                     "supported",
       .summary = "gradient of BatchNorm's y from (dy, x, scale, reserve_space_1, "
                  "reserve_space_2) → (dx, dscale, dbias)",
+      .mindir = {.attrs = {format_mindir()}},
   });
   r.add(OpDef{
       .name = "SoftmaxCrossEntropyWithLogits",

@@ -1,6 +1,6 @@
 // The operator registry: one OpDef per primitive, holding everything about it in one place —
 // MindSpore's name, the attribute schema with defaults, shape/dtype inference, traits for
-// fusion, and the bprop rule (or the reason it has none).
+// fusion, the bprop rule (or the reason it has none), and its MindIR encoding (MindIRForm).
 //
 // Adding an op touches one file of ops/ (its family: math_ops.cc, nn_ops.cc, ...), one kernel
 // file per backend, and one row of the op test table (tests/ops/). A registry test fails when
@@ -90,6 +90,78 @@ struct BpropArgs {
 using Grads = std::vector<Var>;
 using BpropFn = std::function<Grads(Emitter&, const BpropArgs&)>;
 
+// How an attribute is spelled in MindIR where MindSpore's encoding differs from loom's
+// (mindir/mindir.cc applies it on writing and on reading; docs/formats.md, "MindIR").
+enum class MindIRAttrEncoding {
+  kAsIs,            // written and read as loom holds it
+  kSpatialPair,     // loom's (h, w), written as is; read from (h, w), MindSpore's (1, 1, h, w), a
+                    // 1-tuple (s) or a scalar s, the last two as (s, s)
+  kSpatialQuad,     // loom's (h, w), written as MindSpore's (1, 1, h, w); read as kSpatialPair
+  kPad4,            // loom's (top, bottom, left, right), written as is; a scalar p reads as
+                    // (p, p, p, p)
+  kPadModeLower,    // pad_mode written lowercase ("same": Conv2D); read from a string of either
+                    // case or MindSpore's enum int (PAD 0, SAME 1, VALID 2), stored lowercase
+  kPadModeUpper,    // as kPadModeLower, uppercase ("SAME": the pooling ops)
+  kFormat,          // "NCHW" / "NHWC", written as is; also read from MindSpore's enum int
+                    // (NCHW 0, NHWC 1)
+  kAxisList,        // loom's tuple of axes, written as is; a scalar or an integer tensor reads as
+                    // the tuple of its values
+  kIntsFromTensor,  // loom's tuple of integers, written as is; an integer tensor (the
+                    // primitive-function form's Constant input) reads as the tuple of its values
+};
+
+// One attribute's MindIR spelling (only attributes that differ from a plain kAsIs are listed).
+struct MindIRAttr {
+  std::string name;  // loom's attribute name
+  MindIRAttrEncoding encoding = MindIRAttrEncoding::kAsIs;
+  // Also written under this MindSpore name, with the same value (Conv2D's group as groups,
+  // MatMul's transpose_a as transpose_x1); ignored on reading.
+  std::string also_written_as;
+};
+
+// An attribute MindSpore's primitive carries that loom computes at export (Conv2D's pad_list,
+// the padding actually applied): from the primitive and its inputs' abstracts (nullptr where a
+// node has none). Ignored on reading.
+struct MindIRDerivedAttr {
+  std::string name;
+  std::function<Value(const Primitive&, std::span<const ir::Abstract* const> inputs)> value;
+};
+
+// How the op is written to and read from MindIR (mindir/mindir.cc), as MindSpore's primitive of
+// the same name. The writer emits MindSpore's attribute form: the tensor inputs, then
+// const_inputs as Constant nodes; the primitive's attributes (less const_inputs) with their
+// also_written_as copies, in name order, then `derived`, then input_names / output_names. The
+// reader takes the attribute form and the primitive-function form (trailing Constants are
+// function_args), and undoes each attribute's encoding. MakeTuple, TupleGetItem and MindSpore's
+// monad ops (Load, UpdateState, Depend) are handled structurally by mindir/.
+struct MindIRForm {
+  // Why the op is never written or read (loom's own fused ops, control flow...); empty: it is,
+  // under its name.
+  std::string absent_because;
+  // Attributes MindSpore's attribute form passes as Constant inputs after the tensor inputs, in
+  // input order (Reshape: shape; ReduceSum: axis).
+  std::vector<std::string> const_inputs;
+  // The primitive-function form's init arguments (MindSpore >= 2.3: trailing Constant inputs), in
+  // the order of MindSpore's op YAML (mindspore/ops/op_def/yaml), by loom's attribute names
+  // (MindSpore's data_format is loom's format).
+  std::vector<std::string> function_args;
+  // input_names / output_names as MindSpore's primitive declares them, written when given;
+  // input_names covers the tensor inputs and then const_inputs.
+  std::vector<std::string> input_names;
+  std::vector<std::string> output_names;
+  std::vector<MindIRAttr> attrs;
+  std::vector<MindIRDerivedAttr> derived;
+
+  bool supported() const { return absent_because.empty(); }
+  // The encoding of attribute `attr` (kAsIs when not listed).
+  MindIRAttrEncoding encoding(std::string_view attr) const {
+    for (const MindIRAttr& a : attrs) {
+      if (a.name == attr) return a.encoding;
+    }
+    return MindIRAttrEncoding::kAsIs;
+  }
+};
+
 struct OpDef {
   std::string name;               // MindSpore's primitive name
   std::vector<AttrSpec> attrs;
@@ -110,6 +182,8 @@ struct OpDef {
   // The kernels are registered at run time by another room (parallel::init for the
   // communication ops), not by backends/: absent from a process that did not initialise it.
   bool runtime_kernels = false;
+  // The op's MindIR encoding (MindIRForm above).
+  MindIRForm mindir;
 };
 
 class Registry {
@@ -160,6 +234,11 @@ struct FusedStep {
 
 // `def` marked fusable (OpDef::fusable), for registrations: r.add(fusable(binary(...))).
 OpDef fusable(OpDef def);
+// `def` with its MindIR form, for registrations: r.add(with_mindir(binary(...), {...})).
+inline OpDef with_mindir(OpDef def, MindIRForm form) {
+  def.mindir = std::move(form);
+  return def;
+}
 // Decodes and checks a `program` attribute for `num_inputs` inputs; throws ValueError naming
 // FusedElementwise when it is malformed.
 std::vector<FusedStep> fused_program(const Value& program, std::size_t num_inputs);

@@ -139,11 +139,27 @@ Grads extremum_bprop(Emitter& e, const BpropArgs& a) {
   return {e.mul(mask, e.div(e.reshape(a.dout, kept), count))};
 }
 
+// MindSpore's attribute form passes the axis as a Constant input; it comes as a scalar, a tuple
+// or an integer tensor.
+MindIRForm reduce_mindir(bool with_io_names) {
+  MindIRForm form{.const_inputs = {"axis"},
+                  .function_args = {"axis", "keep_dims"},
+                  .attrs = {{.name = "axis",
+                             .encoding = MindIRAttrEncoding::kAxisList,
+                             .also_written_as = {}}}};
+  if (with_io_names) {
+    form.input_names = {"input_x", "axis"};
+    form.output_names = {"y"};
+  }
+  return form;
+}
+
 OpDef reduce_op(std::string name, DTypes allowed, bool needs_elements, BpropFn bprop,
-                std::string summary) {
+                std::string summary, bool mindir_io_names) {
   OpDef def;
   def.name = std::move(name);
   def.attrs = reduce_attrs();
+  def.mindir = reduce_mindir(mindir_io_names);
   def.trait = Trait::kReduction;
   def.infer = reduce_infer(allowed, needs_elements);
   def.bprop = std::move(bprop);
@@ -155,15 +171,20 @@ OpDef reduce_op(std::string name, DTypes allowed, bool needs_elements, BpropFn b
 
 void register_reduce_ops(Registry& r) {
   r.add(reduce_op("ReduceSum", DTypes::kNumeric, false, sum_bprop,
-                  "sum over `axis` (empty: all axes); deterministic across thread counts"));
+                  "sum over `axis` (empty: all axes); deterministic across thread counts",
+                  true));
   r.add(reduce_op("ReduceMean", DTypes::kFloating, false, mean_bprop,
-                  "mean over `axis` (empty: all axes)"));
+                  "mean over `axis` (empty: all axes)", true));
   r.add(
       reduce_op("ReduceMax", DTypes::kNumeric, true, extremum_bprop,
-                "maximum over `axis` (empty: all axes); NaN propagates; ties share the gradient"));
+                "maximum over `axis` (empty: all axes); NaN propagates; ties share the gradient",
+                true));
   r.add(
       reduce_op("ReduceMin", DTypes::kNumeric, true, extremum_bprop,
-                "minimum over `axis` (empty: all axes); NaN propagates; ties share the gradient"));
+                "minimum over `axis` (empty: all axes); NaN propagates; ties share the gradient",
+                // Written without input_names / output_names so far (MindSpore's _Reduce
+                // declares them as for the others).
+                false));
   OpDef argmax;
   argmax.name = "ArgMax";
   argmax.attrs = {
@@ -207,6 +228,7 @@ void register_reduce_ops(Registry& r) {
   };
   argmax.not_differentiable_because = "it returns indices, which are piecewise constant";
   argmax.summary = "index of the first maximum along `axis` (NaN counts as the maximum)";
+  argmax.mindir = {.function_args = {"axis", "output_type"}};
   r.add(std::move(argmax));
 }
 

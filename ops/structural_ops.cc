@@ -95,6 +95,8 @@ void register_structural_ops(Registry& r) {
       .not_differentiable_because =
           "core/autodiff transforms If itself: an If over the branches' transformed graphs",
       .summary = "If(pred, @then, @else, args...) calls one branch graph with args",
+      .mindir = {.absent_because = "control flow: its branches would be MindIR function graphs, "
+                                   "which loom neither writes nor reads"},
   });
   r.add(OpDef{
       .name = std::string(ir::kWhilePrim),
@@ -105,6 +107,8 @@ void register_structural_ops(Registry& r) {
       .not_differentiable_because =
           "core/autodiff transforms While itself: residual stacks and a backward loop",
       .summary = "While(@cond, @body, init...) repeats body while cond holds; returns the state",
+      .mindir = {.absent_because = "control flow: its body would be MindIR function graphs, "
+                                   "which loom neither writes nor reads"},
   });
 }
 

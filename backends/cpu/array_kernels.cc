@@ -15,12 +15,7 @@
 #include "backends/kernel.h"
 #include "backends/thread_pool.h"
 #include "core/ir/error.h"
-
-namespace loom::ops {
-// Defined in ops/array_ops.cc (see there); declared here because the family owns no header.
-std::string strided_slice_plan(const Shape& x, const ir::Primitive& prim, Shape& begin,
-                               Shape& stride, Shape& size, Shape& out_shape);
-}  // namespace loom::ops
+#include "ops/array_ops.h"
 
 namespace loom::backend {
 

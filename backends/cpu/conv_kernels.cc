@@ -16,7 +16,6 @@
 // AVX-512 (conv_implicit_gemm.h; use_implicit_gemm, use_implicit_gemm_filter and the callers say
 // when).
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +31,7 @@
 #include "backends/kernel.h"
 #include "core/random/random.h"
 #include "backends/thread_pool.h"
+#include "ops/conv_geometry.h"
 
 namespace loom::backend {
 
@@ -47,19 +47,6 @@ constexpr int64_t kTargetColumns = 2048;
 constexpr int64_t kColumnBudgetBytes = int64_t{32} << 20;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// "valid", "same" or "pad" (attributes accept either case).
-std::string pad_mode(const ir::Primitive& prim) {
-  std::string mode = prim.attr("pad_mode").as_string();
-  for (char& ch : mode) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return mode;
-}
-
-// MindSpore's SAME split: floor(total / 2) before, the rest after (ops/conv_pool_ops.cc has the
-// same rule for inference).
-int64_t same_pad_before(int64_t in, int64_t out, int64_t stride, int64_t span) {
-  return std::max<int64_t>((out - 1) * stride + span - in, 0) / 2;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Convolution
@@ -89,7 +76,8 @@ struct ConvGeometry {
   }
 };
 
-// x: (n, c, h, w), w: (o, c/group, kh, kw), y: (n, o, oh, ow) as inferred.
+// x: (n, c, h, w), w: (o, c/group, kh, kw), y: (n, o, oh, ow) as inferred. The padding is
+// ops/conv_geometry.h's (MindSpore's rule, shared with inference).
 ConvGeometry conv_geometry(const ir::Primitive& prim, const Shape& x, const Shape& w,
                            const Shape& y) {
   const auto stride = prim.attr("stride").as_ints();
@@ -101,15 +89,11 @@ ConvGeometry conv_geometry(const ir::Primitive& prim, const Shape& x, const Shap
       .kh = w[2], .kw = w[3], .sh = stride[0], .sw = stride[1], .dil_h = dilation[0],
       .dil_w = dilation[1], .pad_top = 0, .pad_left = 0,
   };
-  const std::string mode = pad_mode(prim);
-  if (mode == "same") {
-    g.pad_top = same_pad_before(g.h, g.oh, g.sh, (g.kh - 1) * g.dil_h + 1);
-    g.pad_left = same_pad_before(g.w, g.ow, g.sw, (g.kw - 1) * g.dil_w + 1);
-  } else if (mode == "pad") {
-    const auto pad = prim.attr("pad").as_ints();
-    g.pad_top = pad[0];
-    g.pad_left = pad[2];
-  }
+  const ops::PadMode mode = ops::pad_mode_of(prim);
+  const std::vector<int64_t> pad =
+      mode == ops::PadMode::kPad ? prim.attr("pad").as_ints() : std::vector<int64_t>(4, 0);
+  g.pad_top = ops::window_axis(g.h, g.kh, g.sh, g.dil_h, mode, pad[0], pad[1]).pad_before;
+  g.pad_left = ops::window_axis(g.w, g.kw, g.sw, g.dil_w, mode, pad[2], pad[3]).pad_before;
   return g;
 }
 

@@ -22,7 +22,6 @@
 //   overlapping windows stays on the reference path.
 // Every kernel writes every output element (declared at registration: KernelDef).
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -33,6 +32,7 @@
 #include "backends/cpu/cpu.h"
 #include "backends/kernel.h"
 #include "backends/thread_pool.h"
+#include "ops/conv_geometry.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -51,19 +51,6 @@ constexpr int64_t kGrainElements = 16384;
 constexpr int64_t kFastGrainElements = 8192;
 // Outputs of one row handled per block of the fast path (stack buffers).
 constexpr int64_t kBlock = 64;
-
-// "valid", "same" or "pad" (attributes accept either case).
-std::string pad_mode(const ir::Primitive& prim) {
-  std::string mode = prim.attr("pad_mode").as_string();
-  for (char& ch : mode) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return mode;
-}
-
-// MindSpore's SAME split: floor(total / 2) before, the rest after (ops/conv_pool_ops.cc has the
-// same rule for inference).
-int64_t same_pad_before(int64_t in, int64_t out, int64_t stride, int64_t span) {
-  return std::max<int64_t>((out - 1) * stride + span - in, 0) / 2;
-}
 
 struct PoolGeometry {
   int64_t planes, h, w, oh, ow;
@@ -113,16 +100,16 @@ struct PoolGeometry {
   }
 };
 
-// x: (n, c, h, w); pooled: (n, c, oh, ow).
+// x: (n, c, h, w); pooled: (n, c, oh, ow) as inferred. The padding is ops/conv_geometry.h's
+// (MindSpore's rule, shared with inference).
 PoolGeometry pool_geometry(const ir::Primitive& prim, const Shape& x, const Shape& pooled) {
   const auto k = prim.attr("kernel_size").as_ints();
   const auto s = prim.attr("strides").as_ints();
   PoolGeometry g{.planes = x[0] * x[1], .h = x[2], .w = x[3], .oh = pooled[2], .ow = pooled[3],
                  .kh = k[0], .kw = k[1], .sh = s[0], .sw = s[1], .pad_top = 0, .pad_left = 0};
-  if (pad_mode(prim) == "same") {
-    g.pad_top = same_pad_before(g.h, g.oh, g.sh, g.kh);
-    g.pad_left = same_pad_before(g.w, g.ow, g.sw, g.kw);
-  }
+  const ops::PadMode mode = ops::pad_mode_of(prim);
+  g.pad_top = ops::window_axis(g.h, g.kh, g.sh, 1, mode).pad_before;
+  g.pad_left = ops::window_axis(g.w, g.kw, g.sw, 1, mode).pad_before;
   return g;
 }
 

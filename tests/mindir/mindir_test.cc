@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,10 +15,12 @@
 
 #include "core/random/random.h"
 #include "core/ir/error.h"
+#include "core/passes/infer.h"
 #include "data/npy.h"
 #include "mindir/proto/mind_ir.pb.h"
 #include "models/lenet/lenet.h"
 #include "nn/layers.h"
+#include "ops/op.h"
 #include "tests/mindir/nets.h"
 
 namespace loom::mindir {
@@ -377,6 +380,160 @@ TEST(MindIR, LoadsAMindSpore210ExportWithItsOutputs) {
   GraphCell again = load_mindir(path);
   EXPECT_EQ(again.mind_ir_version(), 1);
   EXPECT_LE(max_abs_diff(again(x), want), 1e-6);
+}
+
+// A Conv2D -> MaxPool -> ReduceMean -> Softmax graph (weights as parameters with values).
+struct SpellingGraph {
+  ir::Module module;
+  ir::FuncGraph* graph = nullptr;
+  SpellingGraph() {
+    graph = module.add_graph("spelling");
+    module.set_entry(graph);
+    ir::Parameter* x = graph->add_parameter("x", Abstract::tensor(DType::kFloat32, {1, 3, 8, 8}));
+    ir::Parameter* w = graph->add_parameter("w", Abstract::tensor(DType::kFloat32, {4, 3, 3, 3}));
+    w->set_default(random_input({4, 3, 3, 3}, 5));
+    using ir::Value;
+    ir::Node* y = graph->add_call(
+        ops::make_op("Conv2D", {{"out_channel", Value::i64(4)},
+                                {"kernel_size", Value::ints({3, 3})},
+                                {"pad_mode", Value::string("same")},
+                                {"stride", Value::ints({2, 2})}}),
+        {x, w});
+    y = graph->add_call(ops::make_op("MaxPool", {{"kernel_size", Value::ints({2, 2})},
+                                                 {"strides", Value::ints({2, 2})}}),
+                        {y});
+    y = graph->add_call(ops::make_op("ReduceMean", {{"axis", Value::ints({2, 3})}}), {y});
+    y = graph->add_call(ops::make_op("Softmax", {{"axis", Value::ints({-1})}}), {y});
+    graph->set_output(y);
+    passes::infer_graph(graph);
+  }
+};
+
+// The attributes of the first call of `op` in a loaded graph.
+const ir::Primitive& prim_of(const GraphCell& cell, const std::string& op) {
+  for (const ir::CNode* c : cell.graph().topo_order()) {
+    if (c->primitive() && c->primitive()->name() == op) return *c->primitive();
+  }
+  throw ValueError("no " + op + " in the graph");
+}
+
+void set_int(AP* a, std::int64_t v) {
+  const std::string name = a->name();
+  a->Clear();
+  a->set_name(name);
+  a->set_type(AP::INT64);
+  a->set_i(v);
+}
+
+// The reader undoes each attribute's MindIR encoding as the op declares it (OpDef::mindir):
+// MindSpore's other spellings of the same attributes load to the same primitives.
+TEST(MindIR, ReadsMindSporesSpellingsOfAttributes) {
+  SpellingGraph sg;
+  const std::string bytes = serialize_graph(*sg.graph, 1);
+  mind_ir::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(bytes));
+  int changed = 0;
+  for (auto& p : *m.mutable_primitives()) {
+    for (AP& a : *p.mutable_attribute()) {
+      // Conv2D: stride as a scalar, pad_mode and format as enum ints (SAME 1, NCHW 0), pad as a
+      // scalar.
+      if (p.op_type() == "Conv2D" && a.name() == "stride") set_int(&a, 2), ++changed;
+      if (p.op_type() == "Conv2D" && a.name() == "pad_mode") set_int(&a, 1), ++changed;
+      if (p.op_type() == "Conv2D" && a.name() == "format") set_int(&a, 0), ++changed;
+      if (p.op_type() == "Conv2D" && a.name() == "pad") set_int(&a, 0), ++changed;
+      // MaxPool: kernel_size as a scalar, pad_mode lowercase; Softmax: axis as a scalar.
+      if (p.op_type() == "MaxPool" && a.name() == "kernel_size") set_int(&a, 2), ++changed;
+      if (p.op_type() == "MaxPool" && a.name() == "pad_mode") a.set_s("valid"), ++changed;
+      if (p.op_type() == "Softmax" && a.name() == "axis") set_int(&a, -1), ++changed;
+    }
+    if (p.op_type() == "Conv2D") {
+      // dilation as MindSpore's (1, 1, h, w) stays as written: (1, 1, 1, 1).
+      EXPECT_EQ(ints_of(*attrs_of(p).at("dilation")), (std::vector<std::int64_t>{1, 1, 1, 1}));
+    }
+  }
+  ASSERT_EQ(changed, 7);
+  // ReduceMean's axis Constant as an integer tensor.
+  std::map<std::string, mind_ir::NodeProto*> consts;
+  for (auto& n : *m.mutable_graph()->mutable_node()) {
+    if (n.op_type() == "Constant") consts[n.output(0)] = &n;
+  }
+  bool axis_done = false;
+  for (const auto& n : m.graph().node()) {
+    for (const auto& p : m.primitives()) {
+      if (n.op_type() != "REF::" + p.name() || p.op_type() != "ReduceMean") continue;
+      AP* a = consts.at(n.input(1))->mutable_attribute(0);
+      a->Clear();
+      a->set_name("value");
+      a->set_type(AP::TENSORS);
+      mind_ir::TensorProto* t = a->add_tensors();
+      t->set_data_type(mind_ir::TensorProto::INT64);
+      t->add_dims(2);
+      const std::int64_t axes[2] = {2, 3};
+      t->set_raw_data(std::string(reinterpret_cast<const char*>(axes), sizeof axes));
+      axis_done = true;
+    }
+  }
+  ASSERT_TRUE(axis_done);
+
+  GraphCell plain = parse_mindir(bytes.data(), bytes.size(), "plain");
+  const std::string other = m.SerializeAsString();
+  GraphCell cell = parse_mindir(other.data(), other.size(), "other");
+  for (const char* op : {"Conv2D", "MaxPool", "ReduceMean", "Softmax"}) {
+    EXPECT_EQ(prim_of(cell, op), prim_of(plain, op)) << op;
+  }
+  const ir::Primitive& conv = prim_of(cell, "Conv2D");
+  EXPECT_EQ(conv.attr("stride").as_ints(), (std::vector<std::int64_t>{2, 2}));
+  EXPECT_EQ(conv.attr("dilation").as_ints(), (std::vector<std::int64_t>{1, 1}));
+  EXPECT_EQ(conv.attr("pad_mode").as_string(), "same");
+  EXPECT_EQ(prim_of(cell, "MaxPool").attr("pad_mode").as_string(), "VALID");
+  EXPECT_EQ(prim_of(cell, "ReduceMean").attr("axis").as_ints(), (std::vector<std::int64_t>{2, 3}));
+  const Tensor x = random_input({1, 3, 8, 8}, 6);
+  EXPECT_EQ(max_abs_diff(cell(x), plain(x)), 0.0);
+}
+
+// Conv2D's pad_list is the padding the kernels apply (ops/conv_geometry.h): SAME at stride 2 on
+// 8 wide with a 3-wide kernel pads 0 before and 1 after.
+TEST(MindIR, Conv2DPadListIsTheAppliedPadding) {
+  SpellingGraph sg;
+  mind_ir::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(serialize_graph(*sg.graph, 1)));
+  int convs = 0;
+  for (const auto& p : m.primitives()) {
+    if (p.op_type() != "Conv2D") continue;
+    ++convs;
+    const auto a = attrs_of(p);
+    EXPECT_EQ(ints_of(*a.at("pad_list")), (std::vector<std::int64_t>{0, 1, 0, 1}));
+    // group and its second name groups are written next to each other, in name order.
+    std::vector<std::string> names;
+    for (const AP& attr : p.attribute()) names.push_back(attr.name());
+    auto group = std::find(names.begin(), names.end(), "group");
+    ASSERT_NE(group, names.end());
+    EXPECT_EQ(*(group + 1), "groups");
+  }
+  EXPECT_EQ(convs, 1);
+}
+
+// Ops without a MindIR form (OpDef::mindir.absent_because) are refused by name.
+TEST(MindIR, OpsWithoutAMindIRFormAreRefused) {
+  const ops::OpDef& fused = ops::Registry::global().get("MatMulBiasAct");
+  ASSERT_FALSE(fused.mindir.supported());
+  ir::Module module;
+  ir::FuncGraph* g = module.add_graph("fused");
+  module.set_entry(g);
+  std::vector<ir::Node*> args;
+  for (const Shape& s : {Shape{2, 3}, Shape{3, 4}, Shape{4}}) {
+    args.push_back(g->add_parameter("p" + std::to_string(args.size()),
+                                    Abstract::tensor(DType::kFloat32, s)));
+  }
+  g->set_output(g->add_call(ops::make_op("MatMulBiasAct"), args));
+  try {
+    serialize_graph(*g, 3);
+    FAIL() << "no error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("no MindIR encoding for op 'MatMulBiasAct'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
