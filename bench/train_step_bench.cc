@@ -25,6 +25,7 @@
 #include "nn/context.h"
 #include "nn/loss.h"
 #include "nn/train.h"
+#include "runtime/compiled_function.h"
 
 namespace {
 
@@ -38,12 +39,14 @@ struct Args {
   int threads = 0;
   bool deterministic = false;
   bool imagenet = false;  // a ResNet in its ImageNet layout: 3×224×224 inputs, 1000 classes
+  std::string passes;     // the step's pipeline instead of the training one ("" = it)
 };
 
 [[noreturn]] void usage(const std::string& msg) {
   std::cerr << "loom_bench_train: " << msg
             << "\nusage: loom_bench_train [--model NAME] [--dataset D] [--batch B] [--steps N] "
-               "[--warmup W] [--repeats R] [--threads T] [--deterministic] [--imagenet]\n";
+               "[--warmup W] [--repeats R] [--threads T] [--deterministic] [--imagenet]\n"
+               "       [--passes LIST]\n";
   std::exit(2);
 }
 
@@ -64,6 +67,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--threads") a.threads = std::stoi(value());
     else if (k == "--deterministic") a.deterministic = true;
     else if (k == "--imagenet") a.imagenet = true;
+    else if (k == "--passes") a.passes = value();
     else usage("unknown option " + k);
   }
   if (a.batch < 1 || a.steps < 1 || a.repeats < 1 || a.warmup < 1) usage("bad counts");
@@ -104,6 +108,7 @@ int main(int argc, char** argv) {
     auto with_loss = std::make_shared<nn::WithLossCell>(
         net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true));
     nn::TrainOneStepCell step(with_loss, r.defaults.optimizer);
+    if (!a.passes.empty()) step.compiled_function().set_passes(a.passes);
     net->set_train(true);
     for (int i = 0; i < a.warmup; ++i) step.step(x, y);
     std::vector<double> rates;

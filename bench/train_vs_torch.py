@@ -237,6 +237,9 @@ def median(v):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--loom", default="build/bin/loom_bench_train")
+    ap.add_argument("--loom-before", default=None,
+                    help="a second loom_bench_train (an earlier build) run in turn with --loom: "
+                         "prints both and the ratio after / before")
     ap.add_argument("--model", default="lenet", choices=sorted(MODELS))
     ap.add_argument("--batch", type=int, nargs="+", default=None,
                     help="batch sizes (default: 32 256 for lenet, 32 for resnet18, 8 for resnet50)")
@@ -258,6 +261,20 @@ def main():
     ratios = []
     for batch in batches:
         steps = max(10, steps0 * 32 // batch) if batch > 32 and a.model == "lenet" else steps0
+        if a.loom_before:
+            # before, after, before, after ...: one run each in turn, so drifts hit both alike.
+            b_runs, l_runs = [], []
+            for _ in range(a.repeats):
+                b_runs.append(loom_run(a.loom_before, a.model, batch, steps, warmup, 1, a.threads))
+                l_runs.append(loom_run(a.loom, a.model, batch, steps, warmup, 1, a.threads))
+            bi = [r["images_per_s"][0] for r in b_runs]
+            li = [r["images_per_s"][0] for r in l_runs]
+            print(f"batch {batch:4d}  before images/s {', '.join(f'{r:.1f}' for r in bi)}"
+                  f"  median {median(bi):.1f}  peak RSS {b_runs[-1]['peak_rss_mib']:.0f} MiB")
+            print(f"batch {batch:4d}  after  images/s {', '.join(f'{r:.1f}' for r in li)}"
+                  f"  median {median(li):.1f}  peak RSS {l_runs[-1]['peak_rss_mib']:.0f} MiB")
+            print(f"ratio after/before, {a.model} batch {batch}: images/s "
+                  f"{median(li) / median(bi):.3f}")
         lo = loom_run(a.loom, a.model, batch, steps, warmup, a.repeats, a.threads)
         pt = torch_in_child(a.model, batch, steps, warmup, a.repeats, a.threads)
         lm, pm = lo["median"], median(pt["images_per_s"])

@@ -11,7 +11,9 @@
 #include <unordered_map>
 
 #include "backends/eager.h"
+#include "backends/backend.h"
 #include "core/ir/anf.h"
+#include "core/ir/control_flow.h"
 #include "core/ir/error.h"
 #include "core/ir/verify.h"
 #include "core/passes/infer.h"
@@ -144,6 +146,61 @@ ops::Var reshape(const ops::Var& x, const Shape& shape, SourceLocation loc) {
 ops::Var flatten(const ops::Var& x, SourceLocation loc) {
   OpSiteScope site(loc);
   return current_emitter().emit("Flatten", {x});
+}
+
+std::vector<ops::Var> cond(const ops::Var& pred, const std::vector<ops::Var>& args,
+                           const BranchFn& then_fn, const BranchFn& else_fn, SourceLocation loc) {
+  if (!then_fn || !else_fn) throw ValueError("cond: expected two branch functions, got none");
+  trace::Tracer* tracer = active_tracer();
+  if (tracer == nullptr) {  // PyNative (or an emitter of values): run the branch chosen
+    if (!pred.is_value() || !pred.value().is_tensor() || pred.value().as_tensor().numel() != 1) {
+      throw ValueError("cond: expected a one-element tensor predicate");
+    }
+    const bool taken = backend::to_host(pred.value().as_tensor()).get(0) != 0;
+    return taken ? then_fn(args) : else_fn(args);
+  }
+  OpSiteScope site(loc);
+  ir::FuncGraph* graph = tracer->target();
+  std::vector<ir::Node*> arg_nodes;
+  for (const ops::Var& a : args) arg_nodes.push_back(tracer->node_of(a));
+  std::size_t num_results = 0;
+  // A branch is traced into its graph by a child tracer: its nodes get the enclosing scopes and
+  // sites; the parent's weights and values it uses are lifted into parameters by ir::cond.
+  auto branch = [&](const BranchFn& fn) {
+    return [&, fn](ir::FuncGraph* g, const std::vector<ir::Node*>& params) -> ir::Node* {
+      trace::Tracer child(g, tracer);
+      std::vector<ops::Var> in;
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        static_cast<ir::Parameter*>(params[i])->set_abstract(arg_nodes[i]->abstract());
+        in.emplace_back(params[i]);
+      }
+      std::vector<ops::Var> out;
+      {
+        trace::TracerScope active(child);
+        out = fn(in);
+      }
+      if (num_results != 0 && out.size() != num_results) {
+        throw ValueError("cond: expected both branches to return " +
+                         std::to_string(num_results) + " values, got " +
+                         std::to_string(out.size()));
+      }
+      num_results = out.size();
+      if (out.empty()) throw ValueError("cond: expected a branch to return values, got none");
+      return child.node_of(child.make_tuple(out));
+    };
+  };
+  ir::Node* node = ir::cond(graph, tracer->node_of(pred), arg_nodes, branch(then_fn),
+                            branch(else_fn));
+  auto* c = static_cast<ir::CNode*>(node);
+  c->set_debug(tracer->debug_for("If"));
+  // The branches' output kind (both alike; the graph's inference joins them when it runs).
+  ir::FuncGraph* then_g = static_cast<ir::ValueNode*>(c->arg(1))->value().as_graph();
+  c->set_abstract(then_g->output()->abstract());
+  std::vector<ops::Var> results;
+  for (std::size_t i = 0; i < num_results; ++i) {
+    results.push_back(tracer->tuple_get(ops::Var(node), static_cast<std::int64_t>(i)));
+  }
+  return results;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -80,6 +80,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <source_location>
@@ -149,6 +150,22 @@ ops::Var max_pool(const ops::Var& x, std::vector<std::int64_t> kernel,
 ops::Var reshape(const ops::Var& x, const Shape& shape,
                  SourceLocation loc = SourceLocation::current());
 ops::Var flatten(const ops::Var& x, SourceLocation loc = SourceLocation::current());
+
+// Control flow inside a construct, in both modes: `pred` is a one-element Bool (or numeric)
+// tensor; the branches take `args` and return values of the same kinds and shapes. PyNative
+// runs the branch the predicate chooses; while tracing, both branches are traced into branch
+// graphs of an If (core/ir/control_flow.h: values of the enclosing trace a branch uses, weights
+// included, become extra arguments), so the compiled graph decides at run time and the
+// gradient flows through the branch taken. Parameters may not be assigned inside a branch
+// (ValueError).
+//
+//   ops::Var y = nn::cond(nn::greater(nn::reduce_sum(h), zero), {h},
+//       [&](const std::vector<ops::Var>& a) { return std::vector<ops::Var>{nn::relu(a[0])}; },
+//       [&](const std::vector<ops::Var>& a) { return std::vector<ops::Var>{nn::mul(a[0], k)}; })[0];
+using BranchFn = std::function<std::vector<ops::Var>(const std::vector<ops::Var>& args)>;
+std::vector<ops::Var> cond(const ops::Var& pred, const std::vector<ops::Var>& args,
+                           const BranchFn& then_fn, const BranchFn& else_fn,
+                           SourceLocation loc = SourceLocation::current());
 
 // A trainable (or frozen) tensor of a Cell.
 struct Parameter {

@@ -164,6 +164,7 @@ runtime::Program TrainOneStepCell::build(
                                           .sens_param = has_updates,
                                           .return_value = true});
   passes::infer_graph(g);
+  t.module->set_entry(g);  // the dump shows the gradient graph and what it calls
   dump(*t.module, "grad");
 
   // The step graph: (data, label, weights..., states..., optimizer inputs...).

@@ -18,6 +18,7 @@
 #include "core/autodiff/grad.h"
 
 #include <functional>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -132,9 +133,21 @@ struct ForwardInfo {
   AbstractPtr residuals_abstract;
 };
 
+// The graphs an If's forward and backward call for its two branches. When the branches' residual
+// tuples differ in kind (they usually do), each forward branch returns both tuples — its own and
+// the other's filled with zeros of the known shapes, as JAX's cond does — so that the If has one
+// result kind; each backward branch picks its own.
+struct IfBranches {
+  FuncGraph* fwd_then = nullptr;
+  FuncGraph* fwd_else = nullptr;
+  FuncGraph* bwd_then = nullptr;
+  FuncGraph* bwd_else = nullptr;
+};
+
 class Transformer {
  public:
   Pair get(FuncGraph* g);
+  IfBranches if_branches(FuncGraph* then_g, FuncGraph* else_g, const ir::DebugInfo& debug);
 
  private:
   void build_forward(FuncGraph* g, const Pair& p);
@@ -143,7 +156,91 @@ class Transformer {
 
   std::unordered_map<const FuncGraph*, Pair> memo_;
   std::unordered_map<const FuncGraph*, ForwardInfo> info_;
+  std::map<std::pair<const FuncGraph*, const FuncGraph*>, IfBranches> if_memo_;
 };
+
+namespace {
+
+// Whether zeros of abstract `a` can be built: tensors of known shape, tuples of them.
+bool zeros_known(const AbstractPtr& a) {
+  if (!a) return false;
+  if (a->is_tuple()) {
+    for (const AbstractPtr& e : a->elements()) {
+      if (!zeros_known(e)) return false;
+    }
+    return true;
+  }
+  return a->is_tensor() && a->shape_known();
+}
+
+// Zeros of abstract `a` (zeros_known) in g: Fill per tensor, MakeTuple per tuple.
+Node* zeros_of(FuncGraph* g, const AbstractPtr& a, const ir::DebugInfo& debug) {
+  if (a->is_tuple()) {
+    std::vector<Node*> parts;
+    for (const AbstractPtr& e : a->elements()) parts.push_back(zeros_of(g, e, debug));
+    return tuple_node(g, parts);
+  }
+  CNode* c = g->add_call(ops::make_op("Fill", {{"dtype", Value::dtype(a->dtype())},
+                                                {"shape", Value::ints(a->shape())},
+                                                {"value", Value::f64(0.0)}}),
+                         {}, debug);
+  c->set_abstract(a);
+  return c;
+}
+
+}  // namespace
+
+IfBranches Transformer::if_branches(FuncGraph* then_g, FuncGraph* else_g,
+                                    const ir::DebugInfo& debug) {
+  auto key = std::make_pair(static_cast<const FuncGraph*>(then_g),
+                            static_cast<const FuncGraph*>(else_g));
+  if (auto it = if_memo_.find(key); it != if_memo_.end()) return it->second;
+  const Pair pt = get(then_g);
+  const Pair pe = get(else_g);
+  IfBranches b{pt.fwd, pe.fwd, pt.bwd, pe.bwd};
+  const AbstractPtr rt = info_[then_g].residuals_abstract;
+  const AbstractPtr re = info_[else_g].residuals_abstract;
+  const bool same = rt && re && rt->to_string() == re->to_string();
+  if (!same && zeros_known(rt) && zeros_known(re)) {
+    ir::Module& m = *then_g->module();
+    const AbstractPtr both = Abstract::tuple({rt, re});
+    const ir::DebugInfo zeros_debug{.scope = debug.scope.empty() ? std::string()
+                                                                 : "Gradients/" + debug.scope,
+                                    .file = debug.file,
+                                    .line = debug.line,
+                                    .role = ir::Role::kBackward,
+                                    .forward = debug.scope};
+    // fwd: (out, own residuals) -> (out, (then residuals, else residuals)).
+    auto forward = [&](const Pair& p, std::size_t own) {
+      FuncGraph* w = m.add_graph(p.fwd->name() + "_joined");
+      std::vector<Node*> params;
+      for (const Parameter* q : p.fwd->parameters()) {
+        params.push_back(w->add_parameter(q->name(), q->abstract()));
+      }
+      CNode* call = w->add_call(p.fwd, params);
+      call->set_abstract(output_abstract(p.fwd));
+      Node* out = tuple_get(w, call, 0, element_of(call->abstract(), 0));
+      Node* mine = tuple_get(w, call, 1, own == 0 ? rt : re);
+      Node* other = zeros_of(w, own == 0 ? re : rt, zeros_debug);
+      w->set_output(tuple_node(w, {out, tuple_node(w, own == 0 ? std::vector<Node*>{mine, other}
+                                                              : std::vector<Node*>{other, mine})}));
+      return w;
+    };
+    // bwd: ((then residuals, else residuals), dout) -> own bwd(own residuals, dout).
+    auto backward = [&](const Pair& p, std::size_t own) {
+      FuncGraph* w = m.add_graph(p.bwd->name() + "_joined");
+      Node* residuals = w->add_parameter("residuals", both);
+      Node* dout = w->add_parameter("dout", p.bwd->parameter(1)->abstract());
+      CNode* call =
+          w->add_call(p.bwd, {tuple_get(w, residuals, own, own == 0 ? rt : re), dout});
+      call->set_abstract(output_abstract(p.bwd));
+      w->set_output(call);
+      return w;
+    };
+    b = {forward(pt, 0), forward(pe, 1), backward(pt, 0), backward(pe, 1)};
+  }
+  return if_memo_[key] = b;
+}
 
 Pair Transformer::get(FuncGraph* g) {
   if (auto it = memo_.find(g); it != memo_.end()) return it->second;
@@ -211,10 +308,9 @@ void Transformer::build_forward(FuncGraph* g, const Pair& p) {
       if (!t->is_value() || !e->is_value() || !t->value().is_graph() || !e->value().is_graph()) {
         unsupported(g, c, "If with constant graph branches");
       }
-      Pair pt = get(t->value().as_graph());
-      Pair pe = get(e->value().as_graph());
+      const IfBranches ib = if_branches(t->value().as_graph(), e->value().as_graph(), c->debug());
       std::vector<Node*> inputs{fg->add_value(static_cast<ir::ValueNode*>(c->callee())->value()),
-                                args[0], graph_value(fg, pt.fwd), graph_value(fg, pe.fwd)};
+                                args[0], graph_value(fg, ib.fwd_then), graph_value(fg, ib.fwd_else)};
       inputs.insert(inputs.end(), args.begin() + 1, args.end());
       CNode* node = fg->add_cnode(inputs, c->debug());
       out = tuple_get(fg, node, 0, c->abstract());
@@ -309,9 +405,9 @@ Node* Transformer::forward_while(FuncGraph* fg, CNode* c, const std::vector<Node
 
 class Backward {
  public:
-  Backward(FuncGraph* g, const Pair& p, const ForwardInfo& info,
-           std::function<Pair(FuncGraph*)> get)
-      : g_(g), bg_(p.bwd), info_(info), e_(p.bwd), get_(std::move(get)) {
+  Backward(FuncGraph* g, const Pair& p, const ForwardInfo& info, Transformer& transformer)
+      : g_(g), bg_(p.bwd), info_(info), e_(p.bwd), transformer_(transformer),
+        get_([&transformer](FuncGraph* h) { return transformer.get(h); }) {
     e_.set_where("autodiff");
   }
 
@@ -333,6 +429,7 @@ class Backward {
   FuncGraph* bg_;
   const ForwardInfo& info_;
   GraphEmitter e_;
+  Transformer& transformer_;
   std::function<Pair(FuncGraph*)> get_;
   std::unordered_map<const Node*, Adjoint> adj_;
   std::unordered_map<std::size_t, Node*> fetched_;
@@ -458,11 +555,10 @@ void Backward::run() {
     } else if (prim->name() == ir::kIfPrim) {
       FuncGraph* t = static_cast<ir::ValueNode*>(c->arg(1))->value().as_graph();
       FuncGraph* e = static_cast<ir::ValueNode*>(c->arg(2))->value().as_graph();
-      Pair pt = get_(t);
-      Pair pe = get_(e);
+      const IfBranches ib = transformer_.if_branches(t, e, c->debug());
       CNode* node = bg_->add_cnode({bg_->add_value(static_cast<ir::ValueNode*>(c->callee())->value()),
-                                    forward(c->arg(0)), graph_value(bg_, pt.bwd),
-                                    graph_value(bg_, pe.bwd), residual(c), dout_of(c)},
+                                    forward(c->arg(0)), graph_value(bg_, ib.bwd_then),
+                                    graph_value(bg_, ib.bwd_else), residual(c), dout_of(c)},
                                    e_.debug());
       node->set_abstract(params_abstract(t));
       for (std::size_t i = 3; i < c->num_args(); ++i) {
@@ -559,7 +655,7 @@ void Backward::run() {
 }
 
 void Transformer::build_backward(FuncGraph* g, const Pair& p) {
-  Backward b(g, p, info_.at(g), [this](FuncGraph* h) { return get(h); });
+  Backward b(g, p, info_.at(g), *this);
   b.run();
 }
 

@@ -10,11 +10,13 @@ namespace loom::trace {
 ir::Node* GraphEmitter::node_of(const ops::Var& v) {
   if (v.is_node()) {
     ir::Node* n = v.node();
-    if (n->graph() != target_ && !n->is_value()) {
+    if (n->graph() != target_ && !n->is_value() && !foreign_) {
       throw InternalError("GraphEmitter: expected a node of @" + target_->name() + ", got one of @" +
                           (n->graph() ? n->graph()->name() : std::string("?")));
     }
-    if (n->graph() != target_) return target_->add_value(static_cast<ir::ValueNode*>(n)->value());
+    if (n->graph() != target_ && n->is_value()) {
+      return target_->add_value(static_cast<ir::ValueNode*>(n)->value());
+    }
     return n;
   }
   if (v.is_value()) return target_->add_value(v.value());

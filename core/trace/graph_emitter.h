@@ -39,6 +39,9 @@ class GraphEmitter : public ops::Emitter {
   const ir::DebugInfo& debug() const { return debug_; }
   // Context appended to inference errors ("autodiff"); "" adds none.
   void set_where(std::string where) { where_ = std::move(where); }
+  // Lets operands be nodes of other graphs (a branch or loop body built before
+  // ir::lift_captures turns those into parameters); refused otherwise.
+  void allow_foreign_nodes(bool allow) { foreign_ = allow; }
 
  protected:
   // The debug info of a node of `op` about to be emitted: debug() unless a subclass knows more
@@ -49,6 +52,7 @@ class GraphEmitter : public ops::Emitter {
   ir::FuncGraph* target_;
   ir::DebugInfo debug_;
   std::string where_;
+  bool foreign_ = false;
 };
 
 }  // namespace loom::trace

@@ -1,6 +1,8 @@
 // The per-thread tracing state and the Tracer.
 #include "core/trace/tracer.h"
 
+#include "core/ir/error.h"
+
 namespace loom::trace {
 
 namespace {
@@ -72,6 +74,7 @@ ir::DebugInfo Tracer::debug_for(std::string_view op) {
 }
 
 ir::Parameter* Tracer::weight(const void* key, const std::string& name, const Tensor& value) {
+  if (parent_) return parent_->weight(key, name, value);
   auto it = weights_.find(key);
   if (it == weights_.end()) {
     ir::Parameter* w =
@@ -84,6 +87,10 @@ ir::Parameter* Tracer::weight(const void* key, const std::string& name, const Te
 }
 
 void Tracer::assign(const void* key, const ops::Var& value) {
+  if (parent_) {
+    throw ValueError("trace: expected no parameter assignment inside a branch or loop body, got "
+                     "one (assign before or after the control flow)");
+  }
   for (auto& [k, v] : assigned_) {
     if (k == key) {
       v = value;
@@ -94,6 +101,7 @@ void Tracer::assign(const void* key, const ops::Var& value) {
 }
 
 const ops::Var* Tracer::assigned(const void* key) const {
+  if (parent_) return parent_->assigned(key);
   for (const auto& [k, v] : assigned_) {
     if (k == key) return &v;
   }

@@ -86,6 +86,13 @@ bool& error_has_path();
 class Tracer final : public GraphEmitter {
  public:
   explicit Tracer(ir::FuncGraph* graph) : GraphEmitter(graph) {}
+  // The tracer of a branch or loop body graph inside `parent`'s trace: its weights are the
+  // parent's nodes (the control-flow builder lifts them into parameters), and it records no
+  // assignments of its own.
+  Tracer(ir::FuncGraph* graph, Tracer* parent) : GraphEmitter(graph), parent_(parent) {
+    allow_foreign_nodes(true);
+  }
+  Tracer* parent() const { return parent_; }
 
   // The graph parameter standing for the weight `key` (an nn::Parameter), made on first use:
   // named `name`, with `value` as its default, appended after the graph's inputs.
@@ -99,10 +106,11 @@ class Tracer final : public GraphEmitter {
   const ops::Var* assigned(const void* key) const;
   const std::vector<std::pair<const void*, ops::Var>>& assignments() const { return assigned_; }
 
- protected:
+  // The debug info a node of `op` gets now: the scope path with the op, the current site.
   ir::DebugInfo debug_for(std::string_view op) override;
 
  private:
+  Tracer* parent_ = nullptr;
   std::unordered_map<const void*, ir::Parameter*> weights_;
   std::vector<const void*> weight_order_;
   std::vector<std::pair<const void*, ops::Var>> assigned_;

@@ -52,7 +52,8 @@ data::DatasetPtr make_dataset() {
 }
 
 nn::OptimizerSpec optimizer(nn::OptimizerKind kind) {
-  return {.kind = kind, .learning_rate = kind == nn::OptimizerKind::kAdam ? 0.01 : 0.1};
+  const bool adam = kind == nn::OptimizerKind::kAdam || kind == nn::OptimizerKind::kAdamW;
+  return {.kind = kind, .learning_rate = adam ? 0.01 : 0.1, .weight_decay = adam ? 0.01 : 0.0};
 }
 
 struct Session {
@@ -125,10 +126,12 @@ TEST_P(ResumeTest, AStoppedRunResumedFromItsNewestCheckpointIsBitwiseTheSame) {
   }
 }
 
+// Every optimizer's state (SGD's stat, Adam's beta powers...) resumes bitwise.
 INSTANTIATE_TEST_SUITE_P(Optimizers, ResumeTest,
-                         ::testing::Values(nn::OptimizerKind::kMomentum, nn::OptimizerKind::kAdam),
+                         ::testing::Values(nn::OptimizerKind::kMomentum, nn::OptimizerKind::kSGD,
+                                           nn::OptimizerKind::kAdam, nn::OptimizerKind::kAdamW),
                          [](const auto& info) {
-                           return info.param == nn::OptimizerKind::kAdam ? "Adam" : "Momentum";
+                           return std::string(optim::kind_name(info.param));
                          });
 
 TEST(ModelCheckpoint, NamesKeepsTheNewestAndSavesAtTheEnd) {

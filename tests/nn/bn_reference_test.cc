@@ -48,9 +48,9 @@ double max_rel_diff(const Tensor& got, const Tensor& want) {
 }
 
 void run_bn_reference(ExecMode mode) {
-  // read_reference reads tests/ops/reference/data/<file>; this file lives with its script.
+  // This reference file lives with its script (tests/nn/reference/bn_reference.py).
   static const std::map<std::string, Tensor> ref =
-      testing::read_reference("../../../nn/reference/train_bn.txt");
+      testing::read_reference("tests/nn/reference/train_bn.txt");
   auto at = [&](const std::string& key) -> const Tensor& {
     auto it = ref.find(key);
     if (it == ref.end()) throw std::runtime_error("reference lacks " + key);

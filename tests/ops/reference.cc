@@ -10,7 +10,9 @@
 namespace loom::testing {
 
 std::map<std::string, Tensor> read_reference(const std::string& file) {
-  const std::string path = std::string(LOOM_SOURCE_DIR) + "/tests/ops/reference/data/" + file;
+  const std::string path =
+      std::string(LOOM_SOURCE_DIR) +
+      (file.rfind("tests/", 0) == 0 ? "/" + file : "/tests/ops/reference/data/" + file);
   std::ifstream in(path);
   if (!in) throw FormatError(path + ": expected a readable reference file, got none");
   std::map<std::string, Tensor> out;

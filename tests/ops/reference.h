@@ -14,8 +14,8 @@
 
 namespace loom::testing {
 
-// Reads tests/ops/reference/data/<file>; throws FormatError naming the file and line on any
-// malformed line.
+// Reads tests/ops/reference/data/<file> (or <file> from the source root when it starts with
+// "tests/"); throws FormatError naming the file and line on any malformed line.
 std::map<std::string, Tensor> read_reference(const std::string& file);
 
 // Max |a - b| over all elements (shapes must agree; FAIL otherwise via a ShapeError).

@@ -15,6 +15,14 @@
 //   train-lenet DIR SEED               trains LeNet5 (Momentum) 2 epochs × 4 steps on synthetic
 //                                      data with ModelCheckpoint (every 3 steps) into DIR and
 //                                      prints the newest file's path
+//   continue OPT IN.ckpt X.bin Y.bin N STEPS OUT.ckpt
+//                                      LeNet5 with optimizer OPT (momentum lr 0.01 | sgd lr 0.01
+//                                      momentum 0.9 | adam lr 0.001 | adamw lr 0.001 weight decay
+//                                      0.01): every parameter and every optimizer entry loaded from
+//                                      IN.ckpt by MindSpore's names, then STEPS training steps on
+//                                      the batch (N×1×32×32 float32 X.bin, N int32 labels Y.bin),
+//                                      printing each loss; OUT.ckpt gets the parameters and the
+//                                      optimizer's entries
 //
 // Exit status 0 on success; 1 with the error on stderr otherwise.
 #include <zlib.h>
@@ -41,6 +49,8 @@
 #include "models/lenet/lenet.h"
 #include "nn/loss.h"
 #include "nn/model.h"
+#include "nn/train.h"
+#include "optim/optimizer.h"
 
 namespace {
 
@@ -51,7 +61,8 @@ using namespace loom;
                "       ckpt_interop_tool forward CKPT IN.bin OUT.bin N\n"
                "       ckpt_interop_tool resave IN.ckpt OUT.ckpt [--crc-check] [--crc]\n"
                "       ckpt_interop_tool dump CKPT [--crc-check]\n"
-               "       ckpt_interop_tool train-lenet DIR SEED\n";
+               "       ckpt_interop_tool train-lenet DIR SEED\n"
+               "       ckpt_interop_tool continue OPT IN.ckpt X.bin Y.bin N STEPS OUT.ckpt\n";
   std::exit(2);
 }
 
@@ -155,6 +166,52 @@ int dump(const std::string& path, const checkpoint::LoadOptions& o) {
   return 0;
 }
 
+std::shared_ptr<optim::Optimizer> interop_optimizer(const std::string& name) {
+  if (name == "momentum") {
+    return std::make_shared<optim::Momentum>(
+        optim::Momentum::Options{.learning_rate = 0.01, .momentum = 0.9});
+  }
+  if (name == "sgd") {
+    return std::make_shared<optim::SGD>(optim::SGD::Options{.learning_rate = 0.01, .momentum = 0.9});
+  }
+  if (name == "adam") return std::make_shared<optim::Adam>(optim::Adam::Options{.learning_rate = 0.001});
+  if (name == "adamw") {
+    return std::make_shared<optim::AdamWeightDecay>(
+        optim::AdamWeightDecay::Options{.learning_rate = 0.001, .weight_decay = 0.01});
+  }
+  throw std::runtime_error("unknown optimizer " + name);
+}
+
+int continue_training(const std::string& opt_name, const std::string& in_ckpt,
+                      const std::string& x_path, const std::string& y_path, std::int64_t n,
+                      int steps, const std::string& out_ckpt) {
+  auto net = std::make_shared<models::LeNet5>();
+  std::shared_ptr<optim::Optimizer> opt = interop_optimizer(opt_name);
+  nn::TrainOneStepCell step(
+      std::make_shared<nn::WithLossCell>(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true)),
+      opt, nn::ExecMode::kGraph);
+  const checkpoint::Checkpoint ck = checkpoint::load_checkpoint(in_ckpt);
+  const auto [param_not_load, unused] =
+      checkpoint::load_param_into_net(*net, ck.tensors, /*strict_load=*/true);
+  if (!param_not_load.empty()) throw std::runtime_error("parameter not loaded: " + param_not_load[0]);
+  opt->load_entries(ck.tensors);  // every state by MindSpore's name, global_step, beta powers
+  Tensor x(DType::kFloat32, {n, 1, 32, 32});
+  Tensor y(DType::kInt32, {n});
+  const std::string xb = read_file(x_path), yb = read_file(y_path);
+  if (xb.size() != x.nbytes() || yb.size() != y.nbytes()) throw std::runtime_error("batch sizes");
+  std::memcpy(x.raw_data(), xb.data(), xb.size());
+  std::memcpy(y.raw_data(), yb.data(), yb.size());
+  net->set_train(true);
+  for (int i = 0; i < steps; ++i) {
+    std::printf("%.9g\n", step.step(x, y).get(0));
+  }
+  checkpoint::NamedTensors out;
+  for (auto& [name, p] : net->parameters_and_names()) out.emplace_back(name, p->value);
+  for (auto& entry : opt->checkpoint_entries()) out.push_back(std::move(entry));
+  checkpoint::save_checkpoint(out, out_ckpt);
+  return 0;
+}
+
 int train_lenet(const std::string& dir, std::uint64_t seed) {
   random::seed_all(seed);
   auto net = std::make_shared<models::LeNet5>();
@@ -183,6 +240,10 @@ int main(int argc, char** argv) {
     if (cmd == "resave" && argc >= 4) return resave(argv[2], argv[3], flags(argc, argv, 4, true));
     if (cmd == "dump" && argc >= 3) return dump(argv[2], flags(argc, argv, 3, false).load);
     if (cmd == "train-lenet" && argc == 4) return train_lenet(argv[2], std::stoull(argv[3]));
+    if (cmd == "continue" && argc == 9) {
+      return continue_training(argv[2], argv[3], argv[4], argv[5], std::stoll(argv[6]),
+                               std::stoi(argv[7]), argv[8]);
+    }
   } catch (const std::exception& e) {
     std::cerr << "ckpt_interop_tool " << cmd << ": " << e.what() << "\n";
     return 1;

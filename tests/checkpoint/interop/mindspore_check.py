@@ -150,6 +150,76 @@ def corrupt_copy(src, dst, offset=40):
         f.write(bytes([b[0] ^ 0x01]))
 
 
+def optimizer_states_both_ways(tmp):
+    """Optimizer states under MindSpore's names, both ways: MindSpore trains LeNet-5 two steps
+    with each optimizer and saves; loom loads every parameter and optimizer entry of that file,
+    trains two more steps and saves; its losses and every entry equal MindSpore's own two more
+    steps; and MindSpore's load_param_into_net takes loom's file whole (every parameter of the
+    MindSpore optimizer found) and continues as it would have."""
+    rng = np.random.default_rng(1)
+    b = 8
+    bx = rng.standard_normal((b, 1, 32, 32)).astype(np.float32)
+    by = (np.arange(b) * 3 % 10).astype(np.int32)
+    bx_path, by_path = os.path.join(tmp, "bx.bin"), os.path.join(tmp, "by.bin")
+    bx.tofile(bx_path)
+    by.tofile(by_path)
+    xb, yb = ms.Tensor(bx), ms.Tensor(by)
+    makers = {
+        "momentum": lambda p: nn.Momentum(p, learning_rate=0.01, momentum=0.9),
+        "sgd": lambda p: nn.SGD(p, learning_rate=0.01, momentum=0.9),
+        "adam": lambda p: nn.Adam(p, learning_rate=0.001),
+        "adamw": lambda p: nn.AdamWeightDecay(p, learning_rate=0.001, weight_decay=0.01),
+    }
+
+    def step_cell(make):
+        net = LeNet5()
+        loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+        return nn.TrainOneStepCell(nn.WithLossCell(net, loss), make(net.trainable_params()))
+
+    worst = {}
+    for name, make in makers.items():
+        ms.set_seed(1)
+        train = step_cell(make)
+        for _ in range(2):
+            train(xb, yb)
+        first = os.path.join(tmp, f"ms_{name}_2.ckpt")
+        ms.save_checkpoint(train, first)
+        ms_losses = [float(train(xb, yb).asnumpy()) for _ in range(2)]
+        ms_file = os.path.join(tmp, f"ms_{name}_4.ckpt")
+        ms.save_checkpoint(train, ms_file)
+        # MindSpore -> loom.
+        loom_file = os.path.join(tmp, f"loom_{name}_4.ckpt")
+        r = tool("continue", name, first, bx_path, by_path, str(b), "2", loom_file)
+        loom_losses = [float(v) for v in r.stdout.split()]
+        for i, (a, c) in enumerate(zip(ms_losses, loom_losses)):
+            check(abs(a - c) <= 1e-5 * max(1.0, abs(a)),
+                  f"{name}: loss of step {3 + i}: MindSpore {a}, loom {c}")
+        want, got = ms.load_checkpoint(ms_file), ms.load_checkpoint(loom_file)
+        check(set(want) == set(got), f"{name}: entries differ: {sorted(set(want) ^ set(got))}")
+        for k in want:
+            wa, ga = want[k].asnumpy(), got[k].asnumpy()
+            check(wa.dtype == ga.dtype and wa.shape == ga.shape,
+                  f"{name}: '{k}' is {ga.dtype} {ga.shape} in loom's file, {wa.dtype} {wa.shape} "
+                  f"in MindSpore's")
+            d = float(np.max(np.abs(wa.astype(np.float64) - ga.astype(np.float64)))) if wa.size else 0.0
+            scale = max(1.0, float(np.max(np.abs(wa.astype(np.float64)))) if wa.size else 1.0)
+            check(d <= 1e-5 * scale, f"{name}: '{k}' differs by {d:.3g} (scale {scale:.3g})")
+            worst[name] = max(worst.get(name, 0.0), d / scale)
+        # loom -> MindSpore: a fresh MindSpore step loads loom's file into every parameter of its
+        # network and optimizer, and its next step equals the original run's.
+        train2 = step_cell(make)
+        param_not_load, _ = ms.load_param_into_net(train2, got)
+        check(not param_not_load, f"{name}: MindSpore left {param_not_load} unloaded from loom's file")
+        l_ms = float(train(xb, yb).asnumpy())
+        l_from_loom = float(train2(xb, yb).asnumpy())
+        check(abs(l_ms - l_from_loom) <= 1e-5 * max(1.0, abs(l_ms)),
+              f"{name}: step 5 from loom's file {l_from_loom}, MindSpore's own {l_ms}")
+    print("optimizer states both ways (Momentum, SGD, Adam, AdamWeightDecay): loom continues "
+          "MindSpore's checkpoints and MindSpore loom's; every entry by MindSpore's names; worst "
+          "relative difference after 2 more steps " +
+          ", ".join(f"{k} {v:.2g}" for k, v in worst.items()))
+
+
 def main():
     ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
     tmp = tempfile.mkdtemp(prefix="loom_ms_ckpt_")
@@ -242,7 +312,10 @@ def main():
               f"left unloaded "
               f"with the expected dtypes, shapes and values")
 
-        # 4. MindSpore's CRC trailer, 0-d scalars, bool and string entries in loom.
+        # 4. Optimizer states, both ways.
+        optimizer_states_both_ways(tmp)
+
+        # 5. MindSpore's CRC trailer, 0-d scalars, bool and string entries in loom.
         crc_file = os.path.join(tmp, "ms_crc.ckpt")
         append = {"epoch_num": 3, "lr": 0.5, "flag": True, "note": "héllo ✓ loom", "empty": "",
                   "step": ms.Tensor(np.array(12, dtype=np.int32)),
