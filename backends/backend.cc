@@ -104,6 +104,10 @@ void PreparedKernel::run(std::span<const Tensor> inputs, std::span<Tensor> outpu
 
 void run_kernel(const KernelDef& def, const ir::Primitive& prim, std::span<const Tensor> inputs,
                 std::span<Tensor> outputs, Backend& backend, ExecutionContext* exec) {
+  if (!def.prepare) {  // nothing to plan: skip the types (an eager op's common case)
+    def.run(KernelContext{prim, inputs, outputs, exec ? *exec : backend.context(), nullptr});
+    return;
+  }
   PreparedKernel(def, prim, types_of(inputs), types_of(std::span<const Tensor>(outputs)), backend,
                  exec)
       .run(inputs, outputs);

@@ -4,9 +4,9 @@
 //   loom_bench_step_profile --model resnet50 --imagenet --batch 8 --steps 2
 //
 // Builds the recipe's network and one TrainOneStepCell (as loom_bench_train does), runs warm-up
-// steps, then `steps` steps with a launch hook on the step's Executable and prints, per primitive:
-// launches per step, total µs per step and µs per launch, sorted by time; then the number of
-// launches, the planned arena, the sum of intermediates and the peak RSS.
+// steps, then `steps` steps with an observer on the step (runtime/observer.h) and prints, per
+// primitive: launches per step, total µs per step and µs per launch, sorted by time; then the
+// number of launches, the planned arena, the sum of intermediates and the peak RSS.
 #include <sys/resource.h>
 
 #include <algorithm>

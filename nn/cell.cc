@@ -390,12 +390,8 @@ runtime::CompiledFunction& Cell::compiled_function() {
           auto info = std::make_shared<CellProgram>();
           info->weights = t.weights;
           info->has_updates = !t.updates.empty();
-          runtime::Program p;
-          p.graph = t.graph;
-          p.module = std::move(t.module);
-          p.donate = std::move(donate);
-          p.info = std::move(info);
-          return p;
+          return runtime::Program(std::move(t.module), t.graph, std::move(donate),
+                                  std::move(info));
         },
         runtime::FunctionOptions{.name = cls_name_,
                                  .purpose = passes::Purpose::kEval,

@@ -102,12 +102,8 @@ struct Model::EvalCache {
                 donate.emplace_back(2 + i, 2 + static_cast<std::size_t>(w - t.weights.begin()));
               }
               info->has_updates = !t.updates.empty();
-              runtime::Program p;
-              p.graph = t.graph;
-              p.module = std::move(t.module);
-              p.donate = std::move(donate);
-              p.info = std::move(info);
-              return p;
+              return runtime::Program(std::move(t.module), t.graph, std::move(donate),
+                                      std::move(info));
             },
             runtime::FunctionOptions{.name = "eval",
                                      .purpose = passes::Purpose::kEval,

@@ -303,12 +303,7 @@ runtime::Program TrainOneStepCell::build(
   if (step->parameters().size() != num_params) {
     throw InternalError("TrainOneStepCell: the step graph's signature changed");
   }
-  runtime::Program program;
-  program.graph = step;
-  program.module = std::move(t.module);
-  program.donate = std::move(donate);
-  program.info = std::move(info);
-  return program;
+  return runtime::Program(std::move(t.module), step, std::move(donate), std::move(info));
 }
 
 Tensor TrainOneStepCell::step(const Tensor& data, const Tensor& label) {

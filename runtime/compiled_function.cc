@@ -15,6 +15,10 @@
 namespace loom::runtime {
 
 Program::Program() = default;
+Program::Program(std::unique_ptr<ir::Module> module, ir::FuncGraph* graph,
+                 std::vector<std::pair<std::size_t, std::size_t>> donate,
+                 std::shared_ptr<void> info)
+    : module(std::move(module)), graph(graph), donate(std::move(donate)), info(std::move(info)) {}
 Program::~Program() = default;
 Program::Program(Program&&) noexcept = default;
 Program& Program::operator=(Program&&) noexcept = default;
@@ -39,9 +43,7 @@ std::unique_ptr<CompiledFunction> CompiledFunction::of_graph(ir::FuncGraph* grap
   return std::make_unique<CompiledFunction>(
       [graph](const std::vector<ir::AbstractPtr>& signature, const Dump&) {
         passes::infer_graph(graph, signature);
-        Program p;
-        p.graph = graph;
-        return p;
+        return Program(nullptr, graph);
       },
       std::move(options));
 }

@@ -58,6 +58,9 @@ namespace loom::runtime {
 // What a builder makes for one signature.
 struct Program {
   Program();
+  Program(std::unique_ptr<ir::Module> module, ir::FuncGraph* graph,
+          std::vector<std::pair<std::size_t, std::size_t>> donate = {},
+          std::shared_ptr<void> info = nullptr);
   ~Program();
   Program(Program&&) noexcept;
   Program& operator=(Program&&) noexcept;

@@ -361,26 +361,23 @@ ConvPlan plan_conv(const ir::Primitive& prim, ConvOp op, const Shape& x, const S
   return p;
 }
 
+// A plan as the node's prepared state, its scratch as the node's planned workspace.
+Prepared prepared(ConvPlan plan) {
+  const std::size_t bytes = plan.bytes;
+  return {std::make_shared<ConvPlan>(std::move(plan)), bytes};
+}
+
 Prepared prepare_conv2d(const PrepareContext& c) {
-  auto p = std::make_shared<ConvPlan>(plan_conv(c.prim, ConvOp::kForward, c.inputs[0].shape,
-                                                c.inputs[1].shape, c.outputs[0].shape,
-                                                c.outputs[0].dtype));
-  const std::size_t bytes = p->bytes;
-  return {std::move(p), bytes};
+  return prepared(plan_conv(c.prim, ConvOp::kForward, c.inputs[0].shape, c.inputs[1].shape,
+                            c.outputs[0].shape, c.outputs[0].dtype));
 }
 Prepared prepare_conv2d_backprop_input(const PrepareContext& c) {
-  auto p = std::make_shared<ConvPlan>(plan_conv(c.prim, ConvOp::kInput, c.outputs[0].shape,
-                                                c.inputs[1].shape, c.inputs[0].shape,
-                                                c.outputs[0].dtype));
-  const std::size_t bytes = p->bytes;
-  return {std::move(p), bytes};
+  return prepared(plan_conv(c.prim, ConvOp::kInput, c.outputs[0].shape, c.inputs[1].shape,
+                            c.inputs[0].shape, c.outputs[0].dtype));
 }
 Prepared prepare_conv2d_backprop_filter(const PrepareContext& c) {
-  auto p = std::make_shared<ConvPlan>(plan_conv(c.prim, ConvOp::kFilter, c.inputs[1].shape,
-                                                c.outputs[0].shape, c.inputs[0].shape,
-                                                c.outputs[0].dtype));
-  const std::size_t bytes = p->bytes;
-  return {std::move(p), bytes};
+  return prepared(plan_conv(c.prim, ConvOp::kFilter, c.inputs[1].shape, c.outputs[0].shape,
+                            c.inputs[0].shape, c.outputs[0].dtype));
 }
 
 template <typename T>

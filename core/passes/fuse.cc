@@ -10,7 +10,10 @@
 //   of one Float32/Float64 dtype and one known output shape into
 //   FusedElementwise(inputs...){program}, the group's last node its result.
 // Every absorbed node but the group's result must be used only inside the group (Manager::users)
-// and be no graph's output; the fused node takes the result's name, abstract and debug info.
+// and be no graph's output; the fused node takes the result's name and abstract, and the debug
+// info (Cell scope, source line, role) of the product for MatMulBiasAct / Conv2DBiasAct (the
+// Dense or Conv2d Cell that owns the weights, not a shared activation Cell), of the result for
+// FusedElementwise.
 //
 // Leaves alone:
 //   - a MatMul, Conv2D or BiasAdd whose result has another user (it is computed anyway, so
@@ -59,8 +62,8 @@ CNode* single_user(const ir::Manager& mgr, const Node* node) {
 }
 
 CNode* make_successor(FuncGraph& graph, const CNode* old, ir::PrimitivePtr prim,
-                      const std::vector<Node*>& args) {
-  CNode* c = graph.add_call(std::move(prim), args, old->debug());
+                      const std::vector<Node*>& args, const ir::DebugInfo& debug) {
+  CNode* c = graph.add_call(std::move(prim), args, debug);
   c->set_abstract(old->abstract());
   c->set_name(old->name());
   return c;
@@ -118,7 +121,7 @@ bool fuse_bias_act(ir::Manager& mgr, FuncGraph& graph, CNode* bias) {
   CNode* fused =
       make_successor(graph, result, ops::make_op(is_matmul ? "MatMulBiasAct" : "Conv2DBiasAct",
                                                  std::move(attrs)),
-                     {product->arg(0), product->arg(1), bias->arg(1)});
+                     {product->arg(0), product->arg(1), bias->arg(1)}, product->debug());
   return mgr.replace(result, fused);
 }
 
@@ -253,7 +256,7 @@ bool fuse_elementwise(ir::Manager& mgr, FuncGraph& graph) {
     CNode* result = g.members.back();
     CNode* fused = make_successor(graph, result,
                                   ops::make_op("FusedElementwise", {{"program", group_program(g)}}),
-                                  g.inputs);
+                                  g.inputs, result->debug());
     changed |= mgr.replace(result, fused);
   }
   return changed;
