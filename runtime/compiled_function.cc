@@ -115,7 +115,13 @@ ir::Value CompiledFunction::run(Entry& entry, std::vector<ir::Value> args) {
     entry.observers_version = observers_version_;
   }
   last_ = &entry;
-  return entry.exe->run(std::move(args));
+  if (observers_->empty()) return entry.exe->run(std::move(args));
+  const std::shared_ptr<ObserverList> observers = observers_;  // the list this run started with
+  const RunEvent event{options_.name, *entry.program.graph};
+  notify_run_begin(*observers, event);
+  ir::Value out = entry.exe->run(std::move(args));
+  notify_run_end(*observers, event);
+  return out;
 }
 
 ir::Value CompiledFunction::operator()(std::vector<ir::Value> args, std::string_view variant) {

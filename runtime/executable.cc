@@ -13,6 +13,7 @@
 #include "core/ir/abstract.h"
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
+#include "core/ir/printer.h"
 #include "core/passes/infer.h"
 #include "runtime/interpreter.h"
 #include "ops/op.h"
@@ -117,6 +118,8 @@ class Compiler {
       x_.param_defaults_.push_back(p->has_default() ? Value::tensor(*p->default_value()) : Value());
       trees_[p] = leaf(x_.param_buffers_.back());
     }
+    labels_ = ir::cnode_labels(g);
+    x_.graph_ = &g;
     for (const CNode* c : g.topo_order()) trees_[c] = lower(*c);
     if (!g.output()) throw InternalError(where + ": expected an output, got none");
     x_.output_ = tree_of(g.output());
@@ -218,6 +221,7 @@ class Compiler {
     Executable::Launch l;
     l.prim = prim;
     l.name = c.name();
+    l.label = labels_.at(&c);
     l.debug = c.debug();
     if (is_control(prim.get())) return lower_control(c, std::move(l));
     for (std::size_t i = 0; i < c.num_args(); ++i) flatten(tree_of(c.arg(i)), l.inputs, name);
@@ -497,6 +501,7 @@ class Compiler {
   Executable& x_;
   const CompileOptions& options_;
   std::unordered_map<const Node*, Tree> trees_;
+  std::unordered_map<const CNode*, std::string> labels_;
   std::unordered_map<std::size_t, std::size_t> rep_;
   std::vector<bool> elementwise_;
 };
@@ -759,7 +764,8 @@ Value Executable::run(std::vector<Value> args) {
         l.kernel->run(ctx);
       }
     } else {
-      LaunchEvent event{li, depth_, graph_name_, l.prim->name(), l.name, l.debug, ins_, outs_, -1};
+      LaunchEvent event{li,   depth_, graph_name_, l.prim->name(), l.name, l.debug, ins_, outs_,
+                        -1,   l.label, graph_};
       notify_before(*observers, event);
       const auto t0 = std::chrono::steady_clock::now();
       if (l.control) {

@@ -83,6 +83,7 @@ class Executable {
     std::vector<std::size_t> inputs;   // buffer ids
     std::vector<std::size_t> outputs;  // buffer ids
     std::string name;
+    std::string label;  // ir::cnode_labels: the node in its graph's IR text
     ir::DebugInfo debug;
     std::shared_ptr<const void> state;  // the kernel's Prepared::state
     std::ptrdiff_t workspace = -1;      // the buffer of its Prepared::workspace_bytes, if any
@@ -166,6 +167,7 @@ class Executable {
   std::shared_ptr<const ObserverList> observers_;
   int depth_ = 0;
   std::string graph_name_;
+  const ir::FuncGraph* graph_ = nullptr;  // the flat plan's graph (launch events name it)
   const ir::FuncGraph* fallback_ = nullptr;
   std::vector<std::pair<std::size_t, std::size_t>> fallback_donate_;  // interpreted: write-back
   std::int64_t max_loop_iterations_ = 10'000'000;

@@ -11,6 +11,7 @@
 #include "backends/eager.h"
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
+#include "core/ir/printer.h"
 #include "ops/op.h"
 
 namespace loom::runtime {
@@ -106,8 +107,11 @@ class Interpreter {
                  const std::vector<Value>& args) {
     std::vector<Tensor> ins, outs;
     for (const Value& a : args) tensors_of(a, ins);
-    LaunchEvent event{launches_++, control_depth_, graph.name(), prim.name(), c.name(),
-                      c.debug(), ins, outs, -1};
+    auto labels = labels_.find(&graph);
+    if (labels == labels_.end()) labels = labels_.emplace(&graph, ir::cnode_labels(graph)).first;
+    LaunchEvent event{launches_++, control_depth_,        graph.name(), prim.name(),
+                      c.name(),    c.debug(),             ins,          outs,
+                      -1,          labels->second.at(&c), &graph};
     notify_before(*observers_, event);
     const auto t0 = std::chrono::steady_clock::now();
     Value v = run(graph, c, prim, args);
@@ -184,6 +188,7 @@ class Interpreter {
   int depth_ = 0;          // graph calls
   int control_depth_ = 0;  // If / While nesting, for observers
   std::size_t launches_ = 0;
+  std::unordered_map<const FuncGraph*, std::unordered_map<const CNode*, std::string>> labels_;
 };
 
 }  // namespace

@@ -47,11 +47,26 @@ struct LaunchEvent {
   std::span<const Tensor> inputs;
   std::span<const Tensor> outputs;
   std::int64_t elapsed_ns;  // after_launch: the launch's wall time; before_launch: -1
+  // The node's label in its graph's IR text (ir::cnode_labels: "%3" prints as "3"): the same in
+  // graph and PyNative mode, and in every run of the program.
+  std::string_view label;
+  const ir::FuncGraph* func_graph;  // the graph whose plan holds the launch
+};
+
+// One run of a compiled function's program: the launches between run_begin and run_end are its
+// own (nested If / While launches included).
+struct RunEvent {
+  std::string_view function;     // FunctionOptions::name: "train_step", "eval", a Cell's name
+  const ir::FuncGraph& graph;    // the program's graph as compiled (after the pipeline)
 };
 
 class Observer {
  public:
   virtual ~Observer() = default;
+  // Around each run of a program (runtime::CompiledFunction::run). run_end is not called when a
+  // launch throws.
+  virtual void run_begin(const RunEvent& event) {}
+  virtual void run_end(const RunEvent& event) {}
   virtual void before_launch(const LaunchEvent& event) {}
   virtual void after_launch(const LaunchEvent& event) {}
   // True when after_launch reads the launch's inputs (see above).
@@ -66,6 +81,12 @@ inline void notify_before(const ObserverList& list, const LaunchEvent& e) {
 }
 inline void notify_after(const ObserverList& list, const LaunchEvent& e) {
   for (const auto& o : list) o->after_launch(e);
+}
+inline void notify_run_begin(const ObserverList& list, const RunEvent& e) {
+  for (const auto& o : list) o->run_begin(e);
+}
+inline void notify_run_end(const ObserverList& list, const RunEvent& e) {
+  for (const auto& o : list) o->run_end(e);
 }
 
 }  // namespace loom::runtime

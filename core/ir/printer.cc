@@ -196,10 +196,7 @@ class GraphPrinter {
     for (const Parameter* p : graph.parameters()) {
       if (p) labels_.emplace(p, "%" + p->name());
     }
-    int unnamed = 0;
-    for (const CNode* c : order_) {
-      labels_.emplace(c, "%" + (c->name().empty() ? std::to_string(unnamed++) : c->name()));
-    }
+    for (auto& [c, label] : cnode_labels(graph)) labels_.emplace(c, "%" + label);
   }
 
   void print(std::string& out) const {
@@ -317,6 +314,15 @@ std::string print_module(const Module& module, const PrintOptions& options) {
     GraphPrinter(*g, options).print(out);
   }
   return out;
+}
+
+std::unordered_map<const CNode*, std::string> cnode_labels(const FuncGraph& graph) {
+  std::unordered_map<const CNode*, std::string> labels;
+  int unnamed = 0;
+  for (const CNode* c : graph.topo_order()) {
+    labels.emplace(c, c->name().empty() ? std::to_string(unnamed++) : c->name());
+  }
+  return labels;
 }
 
 }  // namespace loom::ir

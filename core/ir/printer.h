@@ -10,12 +10,14 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 
 namespace loom::ir {
 
 class Module;
 class FuncGraph;
 class Node;
+class CNode;
 class Value;
 
 struct PrintOptions {
@@ -30,5 +32,10 @@ std::string print_module(const Module& module, const PrintOptions& options = {})
 std::string print_graph(const FuncGraph& graph, const PrintOptions& options = {});
 // A constant as it appears in an argument list: I64(3), F32(0.5), "s", (1, 2), Tensor(...).
 std::string print_value(const Value& value);
+
+// How the printer labels the graph's cnodes (without the '%'): a named node by its name, an
+// unnamed one by its number among the unnamed in topo_order(). Stable for a graph that does not
+// change: dumps and observers name nodes this way, so that "Conv2D-op3" is %3 in the IR text.
+std::unordered_map<const CNode*, std::string> cnode_labels(const FuncGraph& graph);
 
 }  // namespace loom::ir

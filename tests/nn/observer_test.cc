@@ -4,12 +4,14 @@
 // the interpreter in PyNative mode.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/ir/printer.h"
 #include "core/random/random.h"
 #include "nn/cell.h"
 #include "nn/layers.h"
@@ -260,6 +262,60 @@ TEST(Observers, TheInterpreterReportsTheSameLaunches) {
   EXPECT_EQ(interpreted, compiled);
   EXPECT_EQ(interpreted.count("ApplyMomentum@optimizer@Momentum/fc1.weight"), 1u);
   EXPECT_EQ(interpreted.count("If@forward@WithLossCell/_backbone/If"), 1u);
+}
+
+// Each run of the step is bracketed by run_begin / run_end naming the function and its compiled
+// graph; every launch's label is its node's %label in that graph's IR text (nested ones in their
+// branch graph's), and the labels are the same in PyNative mode, which interprets that graph.
+class Labels : public runtime::Observer {
+ public:
+  void run_begin(const runtime::RunEvent& e) override {
+    ++begins;
+    EXPECT_EQ(open, false);
+    open = true;
+    function = std::string(e.function);
+    text = ir::print_graph(e.graph);
+    graph = &e.graph;
+  }
+  void run_end(const runtime::RunEvent& e) override {
+    ++ends;
+    EXPECT_TRUE(open);
+    EXPECT_EQ(&e.graph, graph);
+    open = false;
+  }
+  void after_launch(const runtime::LaunchEvent& e) override {
+    EXPECT_TRUE(open) << e.op;
+    ASSERT_NE(e.func_graph, nullptr);
+    const std::string line = "  %" + std::string(e.label) + " = " + std::string(e.op) + "(";
+    const std::string in = e.depth == 0 ? text : ir::print_graph(*e.func_graph);
+    EXPECT_NE(in.find(line), std::string::npos) << line;
+    if (e.depth == 0) EXPECT_EQ(e.func_graph, graph);
+    labels.push_back(std::string(e.op) + "-op" + std::string(e.label) + "@" + std::to_string(e.depth));
+  }
+  int begins = 0, ends = 0;
+  bool open = false;
+  std::string function, text;
+  const ir::FuncGraph* graph = nullptr;
+  std::vector<std::string> labels;
+};
+
+TEST(Observers, RunsAreBracketedAndLaunchesCarryTheirIrLabels) {
+  std::vector<std::string> by_mode[2];
+  for (ExecMode mode : {ExecMode::kGraph, ExecMode::kPyNative}) {
+    TrainOneStepCell step(gated_with_loss(), OptimizerSpec{.learning_rate = 0.01}, mode);
+    auto labels = std::make_shared<Labels>();
+    step.add_observer(labels);
+    step.step(input(), target());
+    step.step(input(), target());
+    EXPECT_EQ(labels->begins, 2);
+    EXPECT_EQ(labels->ends, 2);
+    EXPECT_EQ(labels->function, "train_step");
+    std::vector<std::string> sorted = labels->labels;
+    std::sort(sorted.begin(), sorted.end());
+    by_mode[mode == ExecMode::kGraph ? 0 : 1] = sorted;
+  }
+  EXPECT_FALSE(by_mode[0].empty());
+  EXPECT_EQ(by_mode[0], by_mode[1]);
 }
 
 // nn::cond's gradient is the taken branch's: one training step of Gated equals one step of the
