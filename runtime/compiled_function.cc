@@ -117,10 +117,10 @@ ir::Value CompiledFunction::run(Entry& entry, std::vector<ir::Value> args) {
   last_ = &entry;
   if (observers_->empty()) return entry.exe->run(std::move(args));
   const std::shared_ptr<ObserverList> observers = observers_;  // the list this run started with
-  const RunEvent event{options_.name, *entry.program.graph};
-  notify_run_begin(*observers, event);
+  const std::vector<ir::Value> given = args;  // handles: the tensors are shared, not copied
+  notify_run_begin(*observers, RunEvent{options_.name, *entry.program.graph, given, nullptr});
   ir::Value out = entry.exe->run(std::move(args));
-  notify_run_end(*observers, event);
+  notify_run_end(*observers, RunEvent{options_.name, *entry.program.graph, given, &out});
   return out;
 }
 

@@ -34,6 +34,7 @@
 
 #include "core/ir/anf.h"
 #include "core/ir/tensor.h"
+#include "core/ir/value.h"
 
 namespace loom::runtime {
 
@@ -58,6 +59,9 @@ struct LaunchEvent {
 struct RunEvent {
   std::string_view function;     // FunctionOptions::name: "train_step", "eval", a Cell's name
   const ir::FuncGraph& graph;    // the program's graph as compiled (after the pipeline)
+  std::span<const ir::Value> args;  // the arguments given, for graph.parameters() in order
+                                    // (trailing parameters left out take their defaults)
+  const ir::Value* result;          // run_end: the program's output; run_begin: null
 };
 
 class Observer {

@@ -275,12 +275,16 @@ class Labels : public runtime::Observer {
     open = true;
     function = std::string(e.function);
     text = ir::print_graph(e.graph);
+    EXPECT_EQ(e.result, nullptr);
+    EXPECT_EQ(e.args.size(), e.graph.parameters().size());
     graph = &e.graph;
   }
   void run_end(const runtime::RunEvent& e) override {
     ++ends;
     EXPECT_TRUE(open);
     EXPECT_EQ(&e.graph, graph);
+    ASSERT_NE(e.result, nullptr);
+    EXPECT_TRUE(e.result->is_tuple());  // (loss, new weights, new states...)
     open = false;
   }
   void after_launch(const runtime::LaunchEvent& e) override {
