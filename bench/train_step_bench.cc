@@ -2,6 +2,7 @@
 //
 //   loom_bench_train --model lenet --batch 32 --steps 200 --repeats 5 --threads 2
 //   loom_bench_train --model resnet50 --imagenet --batch 8 --steps 2 --repeats 3
+//   loom_bench_train --model lenet --check-numerics    (debug/numerics.h on every launch)
 //
 // Builds the recipe's network (models/zoo.h) under seed_all(1), one TrainOneStepCell with the
 // recipe's optimizer (constant learning rate), and a fixed random batch (normal images, uniform
@@ -20,6 +21,7 @@
 
 #include "core/random/random.h"
 #include "core/ir/error.h"
+#include "debug/numerics.h"
 #include "models/resnet/resnet.h"
 #include "models/zoo.h"
 #include "nn/context.h"
@@ -40,13 +42,14 @@ struct Args {
   bool deterministic = false;
   bool imagenet = false;  // a ResNet in its ImageNet layout: 3×224×224 inputs, 1000 classes
   std::string passes;     // the step's pipeline instead of the training one ("" = it)
+  bool check_numerics = false;  // a debug::NumericsChecker observing the step
 };
 
 [[noreturn]] void usage(const std::string& msg) {
   std::cerr << "loom_bench_train: " << msg
             << "\nusage: loom_bench_train [--model NAME] [--dataset D] [--batch B] [--steps N] "
                "[--warmup W] [--repeats R] [--threads T] [--deterministic] [--imagenet]\n"
-               "       [--passes LIST]\n";
+               "       [--passes LIST] [--check-numerics]\n";
   std::exit(2);
 }
 
@@ -68,6 +71,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--deterministic") a.deterministic = true;
     else if (k == "--imagenet") a.imagenet = true;
     else if (k == "--passes") a.passes = value();
+    else if (k == "--check-numerics") a.check_numerics = true;
     else usage("unknown option " + k);
   }
   if (a.batch < 1 || a.steps < 1 || a.repeats < 1 || a.warmup < 1) usage("bad counts");
@@ -109,6 +113,7 @@ int main(int argc, char** argv) {
         net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true));
     nn::TrainOneStepCell step(with_loss, r.defaults.optimizer);
     if (!a.passes.empty()) step.compiled_function().set_passes(a.passes);
+    if (a.check_numerics) step.add_observer(std::make_shared<debug::NumericsChecker>());
     net->set_train(true);
     for (int i = 0; i < a.warmup; ++i) step.step(x, y);
     std::vector<double> rates;

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -63,6 +64,18 @@ DumpConfig dump_config_for_dir(const std::string& dir, const std::string& net);
 // Parses a byte count for --dump-max-bytes: "1000000", "500K", "64M", "2G" (binary units).
 std::uint64_t parse_byte_count(const std::string& text, const std::string& what);
 
+// A dump file's name: {op_type}.{op_name}.0.0.{timestamp}.{io}.{slot}.DefaultFormat.npy.
+std::string dump_file_name(const std::string& op_type, const std::string& op_name,
+                           std::int64_t timestamp, const std::string& io, std::int64_t slot);
+// A timestamp for the next dump file: now in microseconds, above `last` (which it updates), so
+// that a folder's files sort in the order they were written.
+std::int64_t next_dump_timestamp(std::int64_t& last);
+// Writes a tensor (copied to the host; BFloat16 as Float32, as MindSpore) as an .npy file in
+// `dir` (created); returns the path. ValueError naming the file when it cannot be written.
+std::string write_dump_npy(const std::string& dir, const std::string& op_type,
+                           const std::string& op_name, const std::string& io, std::int64_t slot,
+                           const Tensor& t, std::int64_t& last_timestamp);
+
 // The dump name of a launch: "{OpType}-op{label}", "-{graph}" appended at depth > 0.
 std::string dump_op_name(const runtime::LaunchEvent& e);
 // Its full name: the Cell scope's path with the op name as last component.
@@ -79,13 +92,17 @@ class Dumper : public runtime::Observer, public nn::Callback {
   void set_rank(int rank) { rank_ = rank; }
   // The number of training steps the run will make, for the size estimate (0: unknown).
   void set_total_iterations(std::int64_t n) { total_iterations_ = n; }
+  // True when the configuration dumps gradients: the training step must return them
+  // (TrainOneStepCell::set_return_gradients before its first compilation; on_train_begin does it
+  // otherwise, at the cost of a second compilation).
+  bool wants_gradients() const;
 
   // Observer.
   void run_begin(const runtime::RunEvent& e) override;
   void run_end(const runtime::RunEvent& e) override;
   void before_launch(const runtime::LaunchEvent& e) override;
   void after_launch(const runtime::LaunchEvent& e) override;
-  bool needs_intact_inputs() const override { return config_.input_output != 2; }
+  // Inputs are written before their launch: no need for a plan without in-place reuse.
   // Callback: training steps are iterations (global step - 1); gradients after each step.
   void on_train_begin(nn::RunContext& rc) override;
   void on_train_step_begin(nn::RunContext& rc) override;
@@ -106,28 +123,34 @@ class Dumper : public runtime::Observer, public nn::Callback {
   struct Program;  // per compiled graph: its id, runs, execution order
   bool selected(const runtime::LaunchEvent& e, const std::string& op_name,
                 const std::string& full_name) const;
-  bool selected_name(const std::string& name) const;
+  // dump_mode 1: a parameter or gradient named in kernels ("fc1.weight", "Gradient.fc1.weight",
+  // or a name-regex matching "Parameter.fc1.weight" / "Gradient.fc1.weight").
+  bool selected_name(const std::string& kind, const std::string& name) const;
   std::string rank_dir() const;
   void flush_statistics();
   void note(const std::string& text) const;
+  static std::string format_bytes(std::uint64_t bytes);
 
   DumpConfig config_;
   std::function<void(const std::string&)> note_;
+  std::vector<std::regex> regexes_;    // the kernels' name-regex entries
   int rank_ = 0;
   std::int64_t total_iterations_ = 0;
   std::optional<std::int64_t> step_;   // the training step running (0-based), from the callback
   std::unordered_map<const ir::FuncGraph*, std::unique_ptr<Program>> programs_;
   Program* current_ = nullptr;         // the program running; null between runs
+  Program* last_dumped_ = nullptr;     // the last run's program when it was dumped (gradients)
   bool dumping_ = false;               // the current run is selected
-  std::string iteration_dir_;          // the current run's folder
+  bool metadata_written_ = false;
+  std::int64_t current_iteration_ = 0;
+  std::string iteration_dir_;          // the current (or last dumped) run's folder
   std::int64_t last_timestamp_ = 0;
   std::vector<std::string> statistic_rows_;
-  std::uint64_t bytes_written_ = 0;
-  std::int64_t files_written_ = 0;
+  std::uint64_t bytes_written_ = 0, run_start_bytes_ = 0;
+  std::int64_t files_written_ = 0, run_start_files_ = 0;
   bool stopped_ = false;
   bool estimated_ = false;
-  std::uint64_t first_iteration_bytes_ = 0;
-  std::vector<std::pair<std::string, Tensor>> pending_inputs_;  // op_debug_mode 3
+  std::vector<Tensor> pending_inputs_;  // op_debug_mode 3: inputs kept until the outputs are seen
 };
 
 }  // namespace loom::debug

@@ -23,10 +23,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::string signature(const Tensor& t) {
-  return std::string(dtype_name(t.dtype())) + shape_to_string(t.shape());
-}
-
 // The mean of a loss tensor's elements (the loss itself for the usual rank-0 one).
 double loss_value(const Tensor& loss) {
   if (loss.numel() == 1) return loss.get(0);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 
 #include "backends/backend.h"
 #include "backends/eager.h"
@@ -13,6 +14,35 @@
 #include "core/passes/pass.h"
 
 namespace loom::runtime {
+
+namespace {
+
+std::mutex& default_observers_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+ObserverList& default_observer_list() {
+  static ObserverList list;
+  return list;
+}
+
+}  // namespace
+
+void add_default_observer(std::shared_ptr<Observer> observer) {
+  if (!observer) throw ValueError("add_default_observer: expected an observer, got null");
+  std::lock_guard<std::mutex> lock(default_observers_mutex());
+  default_observer_list().push_back(std::move(observer));
+}
+
+void remove_default_observer(const Observer* observer) {
+  std::lock_guard<std::mutex> lock(default_observers_mutex());
+  std::erase_if(default_observer_list(), [&](const auto& o) { return o.get() == observer; });
+}
+
+ObserverList default_observers() {
+  std::lock_guard<std::mutex> lock(default_observers_mutex());
+  return default_observer_list();
+}
 
 Program::Program() = default;
 Program::Program(std::unique_ptr<ir::Module> module, ir::FuncGraph* graph,
@@ -26,7 +56,7 @@ Program& Program::operator=(Program&&) noexcept = default;
 CompiledFunction::CompiledFunction(Build build, FunctionOptions options)
     : build_(std::move(build)),
       options_(std::move(options)),
-      observers_(std::make_shared<ObserverList>()) {
+      observers_(std::make_shared<ObserverList>(default_observers())) {
   if (!build_) throw ValueError("CompiledFunction: expected a builder, got none");
   // fold_constants computes through this hook (core/passes cannot call a kernel itself).
   if (!passes::constant_evaluator()) {

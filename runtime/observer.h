@@ -93,4 +93,10 @@ inline void notify_run_end(const ObserverList& list, const RunEvent& e) {
   for (const auto& o : list) o->run_end(e);
 }
 
+// Process-wide default observers: every runtime::CompiledFunction made afterwards starts with
+// them (a context setting such as debug::set_check_numerics). Thread-safe.
+void add_default_observer(std::shared_ptr<Observer> observer);
+void remove_default_observer(const Observer* observer);
+ObserverList default_observers();
+
 }  // namespace loom::runtime

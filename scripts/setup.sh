@@ -20,6 +20,8 @@ packages=(
   llvm-14-tools clang libclang-rt-14-dev python3-venv
   # Graphviz: the .dot files of save_graphs rendered in the tests
   graphviz
+  # NumPy for the tests that read dumps and .npy files as a user's script would
+  python3-numpy
   # data for the main job
   dataset-fashion-mnist
 )

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/ir/error.h"
+#include "debug/dump.h"
 #include "models/zoo.h"
 #include "nn/context.h"
 #include "parallel/parallel.h"
@@ -84,6 +85,16 @@ constexpr char kTrainHelp[] =
     "  --launch-log F      write every kernel launch of one training step to F (CSV: op, node,\n"
     "                      Cell scope, source line, role, shapes, microseconds)\n"
     "  --launch-log-step N the step --launch-log records (default 1)\n"
+    "debugging (docs/debugging.md):\n"
+    "  --dump D            dump every launch's inputs and outputs, the parameters and the\n"
+    "                      gradients of every step in MindSpore's dump layout under D (.npy,\n"
+    "                      statistic.csv, execution order, graphs); `loom compare A B`\n"
+    "  --dump-config F     MindSpore's dump configuration file (data_dump.json: dump_mode,\n"
+    "                      iteration, kernels, saved_data, input_output...; also read from\n"
+    "                      $MINDSPORE_DUMP_CONFIG); with --dump D its path is D\n"
+    "  --dump-max-bytes N  stop dumping past N bytes (500M, 2G; default 1G); training goes on\n"
+    "  --check-numerics    stop at the first NaN or Inf a kernel produces, naming the node, its\n"
+    "                      Cell, source line and role, and dump its inputs and outputs\n"
     "for tests and quick runs:\n"
     "  --train-samples N   train on the first N training images only (default all)\n"
     "  --test-samples N    evaluate on the first N test images only (default all)\n"
@@ -107,7 +118,8 @@ constexpr char kTrainHelp[] =
     "train_images_per_s counts all of them); under mpirun rank_weights_sha256 (every rank's\n"
     "weights_sha256, in rank order: equal when the ranks agree, except in models with\n"
     "BatchNorm, whose moving statistics are each rank's own); with --ckpt-dir: checkpoint (the\n"
-    "last file saved); when resumed: resumed_from, initial_step; with --launch-log: launch_log.\n";
+    "last file saved); when resumed: resumed_from, initial_step; with --launch-log: launch_log;\n"
+    "with a dump: dump, dump_bytes.\n";
 
 constexpr char kEvalHelp[] =
     "usage: loom eval MODEL [options]\n"
@@ -127,6 +139,7 @@ constexpr char kEvalHelp[] =
     "  --device CPU|GPU    where the evaluation runs (default CPU)\n"
     "  --save-graphs D     dump every compile stage of the evaluation graph into D/eval/\n"
     "  --passes LIST       the pass pipeline instead of the evaluation one\n"
+    "  --dump D, --dump-config F, --dump-max-bytes N, --check-numerics  as `loom train`\n"
     "  --threads T         threads of loom's kernels and of OpenBLAS\n"
     "  --json              print one final line of JSON (model, batch_size, seed, test_accuracy,\n"
     "                      test_loss, eval_images_per_s, total_s, peak_rss_mib, weights_sha256,\n"
@@ -320,6 +333,19 @@ Options parse_options(const std::string& command, const std::vector<std::string>
       o.run.launch_log = non_empty(flag, value(), "a file");
     } else if (flag == "--launch-log-step") {
       o.run.launch_log_step = parse_int<std::int64_t>(flag, value(), 1, 1000000000);
+    } else if (flag == "--dump") {
+      o.run.debug.dump_dir = non_empty(flag, value(), "a directory");
+    } else if (flag == "--dump-config") {
+      o.run.debug.dump_config = non_empty(flag, value(), "a dump configuration file");
+    } else if (flag == "--dump-max-bytes") {
+      try {
+        o.run.debug.dump_max_bytes = debug::parse_byte_count(value(), flag);
+      } catch (const ValueError& e) {
+        throw UsageError(e.what());
+      }
+    } else if (flag == "--check-numerics") {
+      no_value();
+      o.run.debug.check_numerics = true;
     } else if (flag == "--threads") {
       o.run.threads = parse_int<int>(flag, value(), 1, 1024);
     } else if (flag == "--json") {
@@ -426,6 +452,10 @@ int run_train(const Options& o) {
               << "/eval (NN_<stage>.ir, .dot)" << std::endl;
   }
   if (!r.launch_log.empty()) std::cout << "launch log: " << r.launch_log << std::endl;
+  if (!r.dump.empty()) {
+    std::cout << "dump: " << r.dump << " (" << r.dump_bytes << " bytes; `loom compare " << r.dump
+              << " OTHER`)" << std::endl;
+  }
   if (o.json) std::cout << r.to_json() << std::endl;
   return 0;
 }
@@ -445,6 +475,7 @@ int run_eval(const Options& o) {
   c.ckpt = o.ckpt;
   c.save_graphs_dir = o.run.save_graphs_dir;
   c.passes = o.run.passes;
+  c.debug = o.run.debug;
   const train::EvalResult r =
       train::run_evaluation(c, [](const std::string& note) { std::cout << note << std::endl; });
   std::cout << "test accuracy " << std::fixed << std::setprecision(4) << r.test_accuracy

@@ -18,6 +18,8 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/train_state.h"
 #include "core/random/random.h"
+#include "debug/dump.h"
+#include "debug/numerics.h"
 #include "models/zoo.h"
 #include "nn/loss.h"
 #include "nn/metrics.h"
@@ -308,6 +310,10 @@ std::string RunResult::to_json() const {
     j["initial_step"] = initial_step;
   }
   if (!launch_log.empty()) j["launch_log"] = launch_log;
+  if (!dump.empty()) {
+    j["dump"] = dump;
+    j["dump_bytes"] = dump_bytes;
+  }
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -328,6 +334,61 @@ std::string EvalResult::to_json() const {
   if (!checkpoint.empty()) j["checkpoint"] = checkpoint;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
+
+namespace {
+
+// The dumper and the numerics checker a run asks for (debug/), installed on the model and, for
+// training, among the callbacks (they take the step numbers from them).
+struct DebugTools {
+  std::shared_ptr<debug::Dumper> dumper;
+  std::shared_ptr<debug::NumericsChecker> numerics;
+};
+
+DebugTools make_debug_tools(const DebugOptions& o, const std::string& net, int rank,
+                            nn::Model& model, std::vector<nn::Callback*>* callbacks,
+                            const std::function<void(const std::string&)>& on_note,
+                            std::int64_t total_iterations) {
+  DebugTools t;
+  std::optional<debug::DumpConfig> config;
+  try {
+    if (!o.dump_config.empty()) {
+      config = debug::load_dump_config(o.dump_config);
+    } else if (const char* env = std::getenv("MINDSPORE_DUMP_CONFIG"); env && *env) {
+      config = debug::load_dump_config(env);
+      if (on_note) on_note(std::string("dump: the configuration of MINDSPORE_DUMP_CONFIG=") + env);
+    }
+  } catch (const ValueError& e) {
+    throw ConfigError(std::string("--dump-config: ") + e.what());
+  }
+  if (!o.dump_dir.empty()) {
+    if (config) {
+      config->path = o.dump_dir;
+    } else {
+      config = debug::dump_config_for_dir(o.dump_dir, net);
+    }
+  }
+  if (config) {
+    if (o.dump_max_bytes) config->max_bytes = *o.dump_max_bytes;
+    t.dumper = std::make_shared<debug::Dumper>(*config, on_note);
+    t.dumper->set_rank(rank);
+    t.dumper->set_total_iterations(total_iterations);
+    model.add_observer(t.dumper);
+    if (callbacks) {
+      callbacks->push_back(t.dumper.get());
+      // Gradients are extra outputs of the step: on before its first compilation.
+      if (t.dumper->wants_gradients()) model.build_train_network().set_return_gradients(true);
+    }
+  }
+  if (o.check_numerics) {
+    t.numerics = std::make_shared<debug::NumericsChecker>(debug::NumericsOptions{
+        .dump_dir = config ? config->path : "numerics_dump", .net_name = net, .rank = rank});
+    model.add_observer(t.numerics);
+    if (callbacks) callbacks->push_back(t.numerics.get());
+  }
+  return t;
+}
+
+}  // namespace
 
 RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
   const Clock::time_point t0 = Clock::now();
@@ -409,6 +470,12 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
                .threads = threads,
                .ranks = nranks,
                .rank = comm.rank()};
+  // The dumper and the numerics checker first: a bad dump configuration stops the run before it
+  // starts, and they see the step numbers before the other callbacks run.
+  std::vector<nn::Callback*> callbacks;
+  const DebugTools debug_tools =
+      make_debug_tools(c.debug, c.model, comm.rank(), model, &callbacks, hooks.on_note,
+                       rs.epochs * steps_per_epoch);
   if (hooks.on_start) hooks.on_start(info);
 
   nn::TrainOptions train_options;
@@ -442,9 +509,8 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
   // weights, optimizer states and step count on every rank (after any restore). Size 1: nothing.
   parallel::setup_data_parallel(model, comm);
 
-  // Callbacks, in order: the step delay; checkpoints; summaries; the launch log; the caller's.
-  // (The test set is evaluated by fit() before them at each epoch's end.)
-  std::vector<nn::Callback*> callbacks;
+  // Callbacks, in order: the debug tools; the step delay; checkpoints; summaries; the launch
+  // log; the caller's. (The test set is evaluated by fit() before them at each epoch's end.)
   std::unique_ptr<StepDelay> delay;
   if (c.step_delay_ms > 0) {
     delay = std::make_unique<StepDelay>(c.step_delay_ms);
@@ -549,6 +615,10 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
     result.initial_step = resumed.global_step;
   }
   if (launch_log && launch_log->written()) result.launch_log = launch_log->path();
+  if (debug_tools.dumper) {
+    result.dump = debug_tools.dumper->config().path;
+    result.dump_bytes = debug_tools.dumper->bytes_written();
+  }
   result.total_s = seconds_since(t0);
   result.peak_rss_mib = peak_rss_mib();
   return result;
@@ -569,6 +639,8 @@ EvalResult run_evaluation(const EvalConfig& c, const std::function<void(const st
   nn::Model model = make_model(net, optim::make_optimizer(recipe.defaults.optimizer));
   if (!c.passes.empty()) model.set_passes(c.passes);
   if (!c.save_graphs_dir.empty()) model.set_save_graphs_dir(c.save_graphs_dir);
+  const DebugTools debug_tools =
+      make_debug_tools(c.debug, c.model, 0, model, nullptr, on_note, 0);
   if (c.ckpt.empty()) {
     if (on_note) {
       on_note("loom eval " + c.model +

@@ -48,6 +48,18 @@ struct ConfigError : ValueError {
   using ValueError::ValueError;
 };
 
+// Debugging a run (debug/): dumps in MindSpore's layout, the first NaN/Inf, watchpoints.
+struct DebugOptions {
+  std::string dump_dir;      // --dump DIR: every launch of every step (dump_mode 0, full)
+  std::string dump_config;   // --dump-config FILE: MindSpore's data_dump.json ("" = the file
+                             // named by $MINDSPORE_DUMP_CONFIG, when set); --dump DIR sets its path
+  std::optional<std::uint64_t> dump_max_bytes;  // default debug::DumpConfig's (1 GiB)
+  bool check_numerics = false;  // stop at the first NaN/Inf a kernel produces
+  std::string watch;         // --watch SPEC (debug/watch.h)
+  std::int64_t watch_every = 1;
+  bool watch_stop = false;   // end training at the first hit, with a checkpoint
+};
+
 // A run; unset fields take the recipe's defaults.
 struct RunConfig {
   std::string model;                        // a recipe's name ("lenet")
@@ -85,6 +97,7 @@ struct RunConfig {
   std::int64_t launch_log_step = 1;
   // A pause after every step (tests that kill a run mid-epoch).
   std::int64_t step_delay_ms = 0;
+  DebugOptions debug;
 };
 
 // What a run prints before it starts, for the caller to show.
@@ -118,6 +131,8 @@ struct RunResult {
   std::int64_t initial_step = 0;
   std::string summary_dir;    // where the event files went ("" without summaries)
   std::string launch_log;     // the launch CSV written ("" without it)
+  std::string dump;           // the dump folder ("" without a dump)
+  std::uint64_t dump_bytes = 0;
   bool evaluated_only = false;  // resumed from the end of training: evaluated, not trained
 
   // One line of JSON (the keys of `loom train --json`, documented in its help).
@@ -150,6 +165,7 @@ struct EvalConfig {
   std::int64_t test_samples = 0;
   std::string ckpt;               // "" = the untrained network
   std::string save_graphs_dir, passes;
+  DebugOptions debug;             // dumps and --check-numerics (watchpoints are for training)
 };
 
 struct EvalResult {
