@@ -424,7 +424,8 @@ std::string write_dump_npy(const std::string& dir, const std::string& op_type,
 }
 
 std::string dump_op_name(const runtime::LaunchEvent& e) {
-  std::string name = std::string(e.op) + "-op" + std::string(e.label);
+  std::string name = e.name.empty() ? std::string(e.op) + "-op" + std::string(e.label)
+                                    : std::string(e.name);
   if (e.depth > 0) name += "-" + sanitize(e.graph);
   return name;
 }

@@ -76,7 +76,9 @@ std::string write_dump_npy(const std::string& dir, const std::string& op_type,
                            const std::string& op_name, const std::string& io, std::int64_t slot,
                            const Tensor& t, std::int64_t& last_timestamp);
 
-// The dump name of a launch: "{OpType}-op{label}", "-{graph}" appended at depth > 0.
+// The dump name of a launch: its node's name when it has one (a loaded MindIR's nodes), else
+// "{OpType}-op{label}" ({label}: %label in the graph's IR text); "-{graph}" appended at
+// depth > 0.
 std::string dump_op_name(const runtime::LaunchEvent& e);
 // Its full name: the Cell scope's path with the op name as last component.
 std::string dump_full_name(const runtime::LaunchEvent& e, const std::string& op_name);

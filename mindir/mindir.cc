@@ -1011,8 +1011,12 @@ ir::Value GraphCell::run_value(const std::vector<Tensor>& inputs) {
     }
     args.push_back(Value::tensor(inputs[i]));
   }
-  if (!fn_) fn_ = runtime::CompiledFunction::of_graph(graph_);
-  return (*fn_)(std::move(args));
+  return compiled_function()(std::move(args));
+}
+
+runtime::CompiledFunction& GraphCell::compiled_function() {
+  if (!fn_) fn_ = runtime::CompiledFunction::of_graph(graph_, {.name = "graph_cell"});
+  return *fn_;
 }
 
 Tensor GraphCell::run(const std::vector<Tensor>& inputs) {

@@ -117,6 +117,8 @@ class GraphCell {
   std::int64_t mind_ir_version() const { return mind_ir_version_; }
   // The loom graph built from the file (inputs, then weights with defaults).
   ir::FuncGraph& graph() const { return *graph_; }
+  // The compiled function running it: observers (dumps, --check-numerics), save_graphs.
+  runtime::CompiledFunction& compiled_function();
 
  private:
   friend GraphCell parse_mindir(const void* data, std::size_t size, const std::string& what);

@@ -2,14 +2,19 @@
 #include "tools/mindir_cmd.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <optional>
 #include <iostream>
 #include <map>
 
 #include "checkpoint/checkpoint.h"
 #include "core/ir/error.h"
 #include "data/npy.h"
+#include "debug/dump.h"
+#include "debug/numerics.h"
 #include "mindir/mindir.h"
 #include "models/zoo.h"
+#include "runtime/compiled_function.h"
 
 namespace loom::tools {
 
@@ -22,8 +27,12 @@ constexpr char kExportHelp[] =
     "  --save-graphs DIR dumps the traced graph and every pass of the export pipeline into\n"
     "  DIR/export/ (NN_<stage>.ir and .dot)\n";
 constexpr char kRunHelp[] =
-    "usage: loom run MODEL.mindir --input X.npy [--output Y.npy]\n"
-    "  runs a MindIR model (loom's or MindSpore's) on a .npy array\n";
+    "usage: loom run MODEL.mindir --input X.npy [--output Y.npy] [--dump D] [--dump-config F]\n"
+    "                [--dump-max-bytes N] [--check-numerics]\n"
+    "  runs a MindIR model (loom's or MindSpore's) on a .npy array; --dump D writes every\n"
+    "  launch's tensors in MindSpore's dump layout (net_name: the file's name), --dump-config F\n"
+    "  reads MindSpore's dump configuration, --check-numerics stops at the first NaN or Inf\n"
+    "  (`loom train --help`, docs/debugging.md)\n";
 constexpr char kMindirHelp[] =
     "usage: loom mindir show FILE.mindir\n"
     "  lists the inputs, outputs, ops with counts and parameters with shapes\n";
@@ -36,9 +45,13 @@ int usage(const std::string& message, const char* help) {
 // Parses "--flag VALUE" pairs and positionals; returns false (after printing) on a bad flag.
 bool parse(const std::vector<std::string>& args, const std::vector<std::string>& flags,
            std::map<std::string, std::string>& out, std::vector<std::string>& positional,
-           const std::string& cmd) {
+           const std::string& cmd, const std::vector<std::string>& switches = {}) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    if (std::find(switches.begin(), switches.end(), a) != switches.end()) {
+      out[a] = "";
+      continue;
+    }
     if (a.rfind("--", 0) == 0) {
       if (std::find(flags.begin(), flags.end(), a) == flags.end()) {
         std::cerr << "loom " << cmd << ": unknown option '" << a << "'\n";
@@ -121,15 +134,42 @@ int run_mindir_command(const std::vector<std::string>& args) {
   }
   std::map<std::string, std::string> f;
   std::vector<std::string> pos;
-  if (!parse(args, {"--input", "--output"}, f, pos, "run")) {
+  if (!parse(args, {"--input", "--output", "--dump", "--dump-config", "--dump-max-bytes"}, f, pos,
+             "run", {"--check-numerics"})) {
     std::cerr << kRunHelp;
     return 2;
   }
   if (pos.size() != 1) return usage("loom run: expected one MODEL.mindir", kRunHelp);
   if (!f.count("--input")) return usage("loom run: expected --input X.npy", kRunHelp);
   try {
+    std::optional<debug::DumpConfig> dump;
+    std::uint64_t max_bytes = 0;
+    try {
+      if (f.count("--dump-max-bytes")) {
+        max_bytes = debug::parse_byte_count(f["--dump-max-bytes"], "--dump-max-bytes");
+      }
+      if (f.count("--dump-config")) dump = debug::load_dump_config(f["--dump-config"]);
+    } catch (const ValueError& e) {
+      return usage(std::string("loom run: ") + e.what(), kRunHelp);
+    }
+    const std::string net = std::filesystem::path(pos[0]).stem().string();
+    if (f.count("--dump")) {
+      if (dump) {
+        dump->path = f["--dump"];
+      } else {
+        dump = debug::dump_config_for_dir(f["--dump"], net);
+      }
+    }
+    if (dump && max_bytes > 0) dump->max_bytes = max_bytes;
     mindir::GraphCell cell = mindir::load_mindir(pos[0]);
+    if (dump) cell.compiled_function().add_observer(std::make_shared<debug::Dumper>(*dump));
+    if (f.count("--check-numerics")) {
+      cell.compiled_function().add_observer(std::make_shared<debug::NumericsChecker>(
+          debug::NumericsOptions{.dump_dir = dump ? dump->path : "numerics_dump",
+                                 .net_name = net}));
+    }
     const Tensor y = cell(data::load_npy(f["--input"]));
+    if (dump) std::cout << "dump: " << dump->path << "\n";
     if (f.count("--output")) {
       data::save_npy(f["--output"], y);
       std::cout << "wrote " << dtype_name(y.dtype()) << " " << shape_text(y.shape()) << " to "
