@@ -247,7 +247,9 @@ DumpConfig parse_dump_config(const std::string& json_text, const std::string& so
   };
   auto strings = [&](const std::string& key) {
     const nlohmann::json& v = s[key];
-    if (!v.is_array()) throw ValueError(where(key) + ": expected a list of strings, got " + v.dump());
+    if (!v.is_array()) {
+      throw ValueError(where(key) + ": expected a list of strings, got " + v.dump());
+    }
     std::vector<std::string> out;
     for (const auto& e : v) {
       if (!e.is_string()) throw ValueError(where(key) + ": expected strings, got " + e.dump());
@@ -380,8 +382,8 @@ std::uint64_t parse_byte_count(const std::string& text, const std::string& what)
   else if (!suffix.empty()) unit = 0;
   if (text.empty() || ec != std::errc() || p == text.data() || unit == 0 || v == 0 ||
       v > (std::uint64_t{1} << 50) / unit) {
-    throw ValueError(what + ": expected a positive byte count such as 500000000, 500M or 2G, got '" +
-                     text + "'");
+    throw ValueError(what + ": expected a positive byte count such as 500000000, 500M or 2G, " +
+                     "got '" + text + "'");
   }
   return v * unit;
 }
@@ -531,9 +533,10 @@ void Dumper::run_begin(const runtime::RunEvent& e) {
     current_->order = "index,op_type,op_name,full_name,scope,file,line,role,forward,depth,graph\n";
     current_->order_rows = 0;
   }
+  // Created by the first file written into it: a run that selects nothing leaves no folder.
   iteration_dir_ = rank_dir() + "/" + config_.net_name + "/" + std::to_string(current_->id) + "/" +
                    std::to_string(iteration);
-  ensure_dir(iteration_dir_);
+  iteration_dir_made_ = false;
   statistic_rows_.clear();
   // The graph's parameters as the run receives them: weights and states before the update.
   const auto& params = e.graph.parameters();
@@ -713,6 +716,10 @@ bool Dumper::write(const std::string& op_type, const std::string& op_name, const
          std::to_string(current_iteration_) + " in " + iteration_dir_ +
          " is partial; training goes on without dumping");
     return false;
+  }
+  if (!iteration_dir_made_) {
+    ensure_dir(iteration_dir_);
+    iteration_dir_made_ = true;
   }
   const std::int64_t timestamp = next_dump_timestamp(last_timestamp_);
   const std::string ts = std::to_string(timestamp);

@@ -146,6 +146,7 @@ class Dumper : public runtime::Observer, public nn::Callback {
   bool metadata_written_ = false;
   std::int64_t current_iteration_ = 0;
   std::string iteration_dir_;          // the current (or last dumped) run's folder
+  bool iteration_dir_made_ = false;
   std::int64_t last_timestamp_ = 0;
   std::vector<std::string> statistic_rows_;
   std::uint64_t bytes_written_ = 0, run_start_bytes_ = 0;

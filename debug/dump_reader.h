@@ -8,7 +8,12 @@
 // File names are parsed from the right — {op_type}.{op_name}.{task}.{stream}.{timestamp}.
 // {input|output}.{slot}.{format}.npy — because op names may hold dots (Parameter.fc1.weight...).
 // Errors (a missing folder, no rank_* folder, a file name outside the layout, a malformed CSV, a
-// truncated .npy) are ValueErrors naming the file; nothing is skipped silently.
+// truncated .npy) are ValueErrors naming the file; nothing is skipped silently. So are an empty
+// iteration folder and any entry outside the layout (a stray file beside the tensors, a graph or
+// iteration folder whose name is not a number); .dump_metadata/ is expected and not read, and of
+// MindSpore's own files the .pb graphs and ms_global_execution_order_graph_*.csv are not read.
+// An execution-order file is loom's (header index,op_type,op_name,full_name,scope,file,line,role,
+// forward,depth,graph; fields CSV-quoted with "" escapes) or MindSpore's bare list of full names.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +31,7 @@ struct DumpTensor {
   int rank = 0;
   std::string net;             // {net_name}
   std::int64_t graph = 0;      // {graph_id}
-  std::int64_t iteration = 0;  // {iteration_id}
+  std::int64_t iteration = 0;  // {iteration_id}; -1 for MindSpore's {graph_id}/constants/
   std::string op_type;         // "Conv2D", "Parameter", "Gradient"
   std::string op_name;         // "Conv2D-op3", "fc1.weight"
   std::int64_t task = 0, stream = 0;

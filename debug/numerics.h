@@ -1,6 +1,6 @@
 // --check-numerics: the first NaN or Inf a kernel produces stops the run with one message naming
-// the node — op, dump name, Cell path, source line, role (for a gradient node, the forward node it
-// differentiates), the training step — and its inputs' statistics, after writing the node's
+// the node — op, dump name, Cell path, source line, role (for a gradient node, the forward node
+// it differentiates), the training step — and its inputs' statistics, after writing the node's
 // inputs and outputs as .npy files in the dump layout (debug/dump.h). In graph mode, without a
 // re-run: every floating output is tested as it is produced (a vectorized test of the exponent
 // bits, debug/tensor_stats.h). It asks for intact inputs (a plan without in-place reuse), so the

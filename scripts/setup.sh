@@ -20,8 +20,10 @@ packages=(
   llvm-14-tools clang libclang-rt-14-dev python3-venv
   # Graphviz: the .dot files of save_graphs rendered in the tests
   graphviz
-  # NumPy for the tests that read dumps and .npy files as a user's script would
-  python3-numpy
+  # NumPy for the tests that read dumps and .npy files as a user's script would; PyTorch and
+  # protobuf's Python runtime for the reference runs that loom compare checks loom against
+  # (debug/reference/torch_reference.py)
+  python3-numpy python3-torch python3-protobuf
   # data for the main job
   dataset-fashion-mnist
 )

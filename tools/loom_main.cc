@@ -2,10 +2,13 @@
 //   loom info         version, build type, backends, BLAS library and thread count
 //   loom ops          every registered op with its inputs, attributes and differentiability
 //   loom train MODEL  train a model of the zoo, e.g. LeNet-5 on Fashion-MNIST (tools/train_cmd.h)
-//   loom eval MODEL   evaluate a model (optionally a checkpoint) on its test set (tools/train_cmd.h)
+//   loom eval MODEL   evaluate a model (optionally a checkpoint) on its test set
+//                     (tools/train_cmd.h)
 //   loom summary show DIR  list TensorBoard event files (tools/train_cmd.h)
 //   loom export MODEL / loom run FILE.mindir / loom mindir show FILE  MindIR (tools/mindir_cmd.h)
 //   loom ckpt show FILE  a checkpoint's entries, checksums and training state (tools/ckpt_cmd.h)
+//   loom compare A B  two dumps tensor by tensor, the first failing node (tools/compare_cmd.h)
+//   loom debug DIR --watch SPEC  MindInsight's watch conditions over a dump (tools/debug_cmd.h)
 #include <cblas.h>
 
 
@@ -21,6 +24,8 @@
 #include "core/ir/printer.h"
 #include "ops/op.h"
 #include "tools/ckpt_cmd.h"
+#include "tools/compare_cmd.h"
+#include "tools/debug_cmd.h"
 #include "tools/mindir_cmd.h"
 #include "tools/train_cmd.h"
 
@@ -37,7 +42,9 @@ constexpr char kUsage[] =
     "  export MODEL --output FILE.mindir [--ckpt PATH]  export a model as MindIR\n"
     "  run FILE.mindir --input X.npy [--output Y.npy]  run a MindIR model\n"
     "  mindir show FILE  list a MindIR file's inputs, outputs, ops and parameters\n"
-    "  ckpt show FILE  list a checkpoint's entries (dtype, shape, CRC-32) and training state\n";
+    "  ckpt show FILE  list a checkpoint's entries (dtype, shape, CRC-32) and training state\n"
+    "  compare A B  compare two dumps tensor by tensor; name the first failing node\n"
+    "  debug DIR --watch SPEC  check MindInsight's watch conditions on a dump (loom debug -h)\n";
 
 int info() {
   std::cout << "loom " << LOOM_VERSION << "\n";
@@ -59,7 +66,8 @@ int info() {
   const std::string dnnl = loom::backend::cpu::dnnl_version_string();
   std::cout << "convolutions: "
             << (dnnl.empty() ? std::string("loom's kernels (built without oneDNN)")
-                             : "oneDNN " + dnnl + ", Winograd for 3x3 stride 1 (LOOM_WINOGRAD=0 off); "
+                             : "oneDNN " + dnnl +
+                                   ", Winograd for 3x3 stride 1 (LOOM_WINOGRAD=0 off); "
                                "loom's kernels in deterministic mode")
             << " (LOOM_CONV=dnnl|loom|im2col)\n";
   std::cout << "hardware threads: " << std::thread::hardware_concurrency() << "\n";
@@ -104,11 +112,11 @@ int run(const std::vector<std::string>& args) {
   if (args[0] == "run") return loom::tools::run_mindir_command(rest);
   if (args[0] == "mindir") return loom::tools::mindir_command(rest);
   if (args[0] == "ckpt") return loom::tools::ckpt_command(rest);
+  if (args[0] == "compare") return loom::tools::compare_command(rest);
+  if (args[0] == "debug") return loom::tools::debug_command(rest);
   throw loom::ValueError(
-      "loom: expected a command (info, ops, train, eval, summary, export, run, mindir, ckpt), "
-      "got '" +
-      args[0] +
-                         "'");
+      "loom: expected a command (info, ops, train, eval, summary, export, run, mindir, ckpt, "
+      "compare, debug), got '" + args[0] + "'");
 }
 
 }  // namespace

@@ -95,6 +95,12 @@ constexpr char kTrainHelp[] =
     "  --dump-max-bytes N  stop dumping past N bytes (500M, 2G; default 1G); training goes on\n"
     "  --check-numerics    stop at the first NaN or Inf a kernel produces, naming the node, its\n"
     "                      Cell, source line and role, and dump its inputs and outputs\n"
+    "  --watch SPEC        MindInsight's watchpoints, e.g. 'gradient_vanishing(abs_mean_lt=1e-9);\n"
+    "                      weight_change_too_large;tensor_too_large(max_gt=1e4)@conv2/' (the\n"
+    "                      conditions and their parameters: docs/debugging.md); hits are logged\n"
+    "  --watch-every N     check every N-th step (default 1)\n"
+    "  --watch-stop        end training at the first hit, with a checkpoint (--ckpt-dir, else\n"
+    "                      MODEL-watch_<step>.ckpt here)\n"
     "for tests and quick runs:\n"
     "  --train-samples N   train on the first N training images only (default all)\n"
     "  --test-samples N    evaluate on the first N test images only (default all)\n"
@@ -119,7 +125,7 @@ constexpr char kTrainHelp[] =
     "weights_sha256, in rank order: equal when the ranks agree, except in models with\n"
     "BatchNorm, whose moving statistics are each rank's own); with --ckpt-dir: checkpoint (the\n"
     "last file saved); when resumed: resumed_from, initial_step; with --launch-log: launch_log;\n"
-    "with a dump: dump, dump_bytes.\n";
+    "with a dump: dump, dump_bytes; with --watch: watch_hits, watch_stopped.\n";
 
 constexpr char kEvalHelp[] =
     "usage: loom eval MODEL [options]\n"
@@ -236,7 +242,7 @@ Options parse_options(const std::string& command, const std::vector<std::string>
       "--epochs",   "--lr",       "--train-samples", "--momentum",    "--weight-decay",
       "--ckpt-dir", "--save-steps", "--keep-ckpt",   "--resume",      "--summary-dir",
       "--summary-freq", "--step-delay-ms", "--optimizer", "--clip-grad-norm", "--launch-log",
-      "--launch-log-step"};
+      "--launch-log-step", "--watch", "--watch-every", "--watch-stop"};
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i];
     std::optional<std::string> inline_value;
@@ -346,6 +352,13 @@ Options parse_options(const std::string& command, const std::vector<std::string>
     } else if (flag == "--check-numerics") {
       no_value();
       o.run.debug.check_numerics = true;
+    } else if (flag == "--watch") {
+      o.run.debug.watch = non_empty(flag, value(), "watch conditions");
+    } else if (flag == "--watch-every") {
+      o.run.debug.watch_every = parse_int<std::int64_t>(flag, value(), 1, 1000000000);
+    } else if (flag == "--watch-stop") {
+      no_value();
+      o.run.debug.watch_stop = true;
     } else if (flag == "--threads") {
       o.run.threads = parse_int<int>(flag, value(), 1, 1024);
     } else if (flag == "--json") {
@@ -370,6 +383,10 @@ Options parse_options(const std::string& command, const std::vector<std::string>
   const auto& all = models::recipes();
   if (std::none_of(all.begin(), all.end(), [&](const auto& r) { return r.name == o.run.model; })) {
     throw UsageError("expected a model in (" + model_names() + "), got '" + o.run.model + "'");
+  }
+  if ((o.run.debug.watch_stop || o.run.debug.watch_every != 1) && o.run.debug.watch.empty()) {
+    throw UsageError(std::string(o.run.debug.watch_stop ? "--watch-stop" : "--watch-every") +
+                     ": needs --watch (the conditions to watch)");
   }
   if (o.run.resume == "auto" && o.run.ckpt_dir.empty()) {
     throw UsageError("--resume auto: needs --ckpt-dir (the directory to look in)");
@@ -452,6 +469,10 @@ int run_train(const Options& o) {
               << "/eval (NN_<stage>.ir, .dot)" << std::endl;
   }
   if (!r.launch_log.empty()) std::cout << "launch log: " << r.launch_log << std::endl;
+  if (r.watch_hits >= 0) {
+    std::cout << "watch: " << r.watch_hits << (r.watch_hits == 1 ? " hit" : " hits")
+              << (r.watch_stopped ? "; training stopped at the first" : "") << std::endl;
+  }
   if (!r.dump.empty()) {
     std::cout << "dump: " << r.dump << " (" << r.dump_bytes << " bytes; `loom compare " << r.dump
               << " OTHER`)" << std::endl;

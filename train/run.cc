@@ -20,6 +20,7 @@
 #include "core/random/random.h"
 #include "debug/dump.h"
 #include "debug/numerics.h"
+#include "debug/watch.h"
 #include "models/zoo.h"
 #include "nn/loss.h"
 #include "nn/metrics.h"
@@ -314,6 +315,10 @@ std::string RunResult::to_json() const {
     j["dump"] = dump;
     j["dump_bytes"] = dump_bytes;
   }
+  if (watch_hits >= 0) {
+    j["watch_hits"] = watch_hits;
+    j["watch_stopped"] = watch_stopped;
+  }
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -342,6 +347,32 @@ namespace {
 struct DebugTools {
   std::shared_ptr<debug::Dumper> dumper;
   std::shared_ptr<debug::NumericsChecker> numerics;
+  std::shared_ptr<debug::Watcher> watcher;
+};
+
+// --watch-stop without --ckpt-dir: the state at the hit's step, saved in the current folder
+// (with --ckpt-dir, ModelCheckpoint's save at the end of training holds it).
+class WatchStopSaver : public nn::Callback {
+ public:
+  WatchStopSaver(const debug::Watcher& w, std::string model,
+                 std::function<void(const std::string&)> note)
+      : watcher_(w), model_(std::move(model)), note_(std::move(note)) {}
+  void on_train_step_end(nn::RunContext& rc) override {
+    if (saved_ || !watcher_.stopped()) return;
+    saved_ = true;
+    path = model_ + "-watch_" + std::to_string(rc.cur_step_num) + ".ckpt";
+    checkpoint::save_checkpoint(checkpoint::training_state(rc), path);
+    if (note_) {
+      note_("watch: stopped at step " + std::to_string(rc.cur_step_num) + "; checkpoint: " + path);
+    }
+  }
+  std::string path;
+
+ private:
+  const debug::Watcher& watcher_;
+  std::string model_;
+  std::function<void(const std::string&)> note_;
+  bool saved_ = false;
 };
 
 DebugTools make_debug_tools(const DebugOptions& o, const std::string& net, int rank,
@@ -384,6 +415,28 @@ DebugTools make_debug_tools(const DebugOptions& o, const std::string& net, int r
         .dump_dir = config ? config->path : "numerics_dump", .net_name = net, .rank = rank});
     model.add_observer(t.numerics);
     if (callbacks) callbacks->push_back(t.numerics.get());
+  }
+  if (!o.watch.empty() && callbacks) {
+    std::vector<debug::WatchCondition> conditions;
+    try {
+      conditions = debug::parse_watch_spec(o.watch);
+    } catch (const ValueError& e) {
+      throw ConfigError(std::string("--watch: ") + e.what());
+    }
+    const bool gradients = std::any_of(conditions.begin(), conditions.end(), [](const auto& c) {
+      return c.target == debug::WatchTarget::kGradient;
+    });
+    t.watcher = std::make_shared<debug::Watcher>(
+        std::move(conditions),
+        debug::WatchOptions{.every = o.watch_every,
+                            .stop_on_hit = o.watch_stop,
+                            .on_hit = [on_note](const debug::WatchHit& h) {
+                              if (on_note) on_note(debug::format_watch_hit(h));
+                            }});
+    model.add_observer(t.watcher);
+    callbacks->push_back(t.watcher.get());
+    // Gradients are extra outputs of the step: on before its first compilation.
+    if (gradients) model.build_train_network().set_return_gradients(true);
   }
   return t;
 }
@@ -551,6 +604,11 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
     if (collector->wants_gradients()) model.build_train_network().set_return_gradients(true);
     callbacks.push_back(collector.get());
   }
+  std::unique_ptr<WatchStopSaver> watch_saver;
+  if (debug_tools.watcher && c.debug.watch_stop && !ckpt && parallel::is_writer()) {
+    watch_saver = std::make_unique<WatchStopSaver>(*debug_tools.watcher, c.model, hooks.on_note);
+    callbacks.push_back(watch_saver.get());
+  }
   std::shared_ptr<LaunchLog> launch_log;
   if (!c.launch_log.empty()) {
     launch_log = std::make_shared<LaunchLog>(c.launch_log, c.launch_log_step);
@@ -619,17 +677,27 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
     result.dump = debug_tools.dumper->config().path;
     result.dump_bytes = debug_tools.dumper->bytes_written();
   }
+  if (debug_tools.watcher) {
+    result.watch_hits = static_cast<std::int64_t>(debug_tools.watcher->hits().size());
+    result.watch_stopped = debug_tools.watcher->stopped();
+    if (result.watch_stopped && watch_saver && !watch_saver->path.empty()) {
+      result.checkpoint = watch_saver->path;
+    }
+  }
   result.total_s = seconds_since(t0);
   result.peak_rss_mib = peak_rss_mib();
   return result;
 }
 
-EvalResult run_evaluation(const EvalConfig& c, const std::function<void(const std::string&)>& on_note) {
+EvalResult run_evaluation(const EvalConfig& c,
+                          const std::function<void(const std::string&)>& on_note) {
   const Clock::time_point t0 = Clock::now();
   const models::Recipe& recipe = find_recipe(c.model);
   const std::string dataset = resolve_dataset(recipe, c.model, c.dataset);
   const std::int64_t batch = c.batch_size.value_or(recipe.defaults.batch_size);
-  if (batch < 1) throw ConfigError("--batch-size: expected at least 1, got " + std::to_string(batch));
+  if (batch < 1) {
+    throw ConfigError("--batch-size: expected at least 1, got " + std::to_string(batch));
+  }
   set_up(c.threads, c.seed, c.deterministic, c.mode, c.device);
   EvalResult r;
   r.threads = backend::ThreadPool::global().num_threads();

@@ -133,6 +133,8 @@ struct RunResult {
   std::string launch_log;     // the launch CSV written ("" without it)
   std::string dump;           // the dump folder ("" without a dump)
   std::uint64_t dump_bytes = 0;
+  std::int64_t watch_hits = -1;  // watchpoint hits (-1 without --watch)
+  bool watch_stopped = false;    // --watch-stop ended training at a hit
   bool evaluated_only = false;  // resumed from the end of training: evaluated, not trained
 
   // One line of JSON (the keys of `loom train --json`, documented in its help).

@@ -309,6 +309,18 @@ TEST(Dumper, IterationsKernelsAndInputOutputSelect) {
     EXPECT_TRUE(t == "ReLU" || t == "Gradient" || t == "MatMulBiasAct" || t == "MatMul") << t;
   }
   EXPECT_TRUE(types.count("Gradient"));
+
+  // A selection that matches nothing leaves no (empty) iteration folder behind.
+  TempDir none;
+  DumpConfig n = dump_config_for_dir(none.path, "mlp");
+  n.dump_mode = 1;
+  n.kernels = {"NoSuchOp"};
+  auto step2 = make_step();
+  auto d2 = std::make_shared<Dumper>(n);
+  step2->add_observer(d2);
+  train(*step2, *d2, 2);
+  EXPECT_EQ(d2->files_written(), 0);
+  EXPECT_FALSE(fs::exists(none.path + "/rank_0/mlp"));
 }
 
 TEST(Dumper, StopsAtTheByteLimitAndTheStepGoesOn) {

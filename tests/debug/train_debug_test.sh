@@ -6,6 +6,8 @@
 #  - --dump-config with MindSpore's keys dumps one ResNet-18 step (outputs only, iteration 0)
 #    that NumPy reads file by file, with MindSpore's file names, and a statistic.csv that
 #    Python's csv module reads with MindSpore's columns;
+#  - --watch logs MindInsight's weight_change_too_large at lr 10, --watch-stop ends the run at
+#    the first hit with a checkpoint of that step;
 #  - bad debugging flags and configurations stop with exit 2 and one message naming them.
 # Usage: train_debug_test.sh LOOM
 set -euo pipefail
@@ -86,6 +88,20 @@ order = list(csv.DictReader(open(root + "/execution_order/ms_execution_order_gra
 assert order[0]["scope"].startswith("WithLossCell/_backbone/"), order[0]
 PY
 
+# Watchpoints: lr 10 moves every weight by far more than MindInsight's default ratio 0.1 in the
+# first step; --watch-stop ends the run there with a checkpoint, and the JSON says so.
+"$loom" train lenet --epochs 1 --train-samples 640 --test-samples 64 --lr 10 --seed 2 \
+    --watch 'weight_change_too_large@^conv' --watch-stop --json > watch.out 2>&1 \
+  || { cat watch.out; fail "loom train --watch --watch-stop"; }
+grep -Eq '^watch: step 1: weight_change_too_large on conv1\.weight: abs_mean_update_ratio [0-9.e+-]+ > 0\.1$' watch.out \
+  || { cat watch.out; fail "no hit line for conv1.weight at step 1"; }
+grep -q '^watch: stopped at step 1; checkpoint: lenet-watch_1.ckpt$' watch.out \
+  || { cat watch.out; fail "no stop line"; }
+[ -f lenet-watch_1.ckpt ] || fail "no checkpoint at the hit"
+"$loom" ckpt show lenet-watch_1.ckpt | grep -Eq '^  global_step +1$' || fail "the checkpoint is not step 1's"
+tail -1 watch.out | "$py" -c 'import json, sys; j = json.loads(sys.stdin.read()); assert j["watch_stopped"] is True and j["watch_hits"] == 2, j' \
+  || fail "the JSON record"
+
 # Bad flags and configurations: exit 2, one message naming them.
 expect_usage() {
   local want=$1; shift
@@ -105,4 +121,6 @@ echo '{"common_dump_settings": ' > truncated.json
 expect_usage "truncated.json: expected a JSON dump configuration, got invalid JSON" \
     --dump-config truncated.json
 expect_usage "--check-numerics: takes no value" --check-numerics=1
+expect_usage "--watch-stop: needs --watch" --watch-stop
+expect_usage "--watch: watch spec 'no_such_condition', column 1" --watch no_such_condition
 echo "ok"

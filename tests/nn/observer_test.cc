@@ -293,7 +293,9 @@ class Labels : public runtime::Observer {
     const std::string line = "  %" + std::string(e.label) + " = " + std::string(e.op) + "(";
     const std::string in = e.depth == 0 ? text : ir::print_graph(*e.func_graph);
     EXPECT_NE(in.find(line), std::string::npos) << line;
-    if (e.depth == 0) EXPECT_EQ(e.func_graph, graph);
+    if (e.depth == 0) {
+      EXPECT_EQ(e.func_graph, graph);
+    }
     labels.push_back(std::string(e.op) + "-op" + std::string(e.label) + "@" + std::to_string(e.depth));
   }
   int begins = 0, ends = 0;
