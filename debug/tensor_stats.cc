@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
+
+#include "backends/thread_pool.h"
 
 namespace loom::debug {
 
@@ -165,10 +168,10 @@ TensorStats tensor_stats(const Tensor& t) {
   return s;
 }
 
-std::int64_t count_non_finite(const Tensor& t) {
-  const void* p = t.raw_data();
-  const std::int64_t n = t.numel();
-  switch (t.dtype()) {
+namespace {
+
+std::int64_t count_range(DType dtype, const void* p, std::int64_t n) {
+  switch (dtype) {
     case DType::kFloat32: return count_exponent_all_ones<std::uint32_t>(p, n, 0x7f800000u);
     case DType::kFloat64:
       return count_exponent_all_ones<std::uint64_t>(p, n, 0x7ff0000000000000ull);
@@ -178,6 +181,28 @@ std::int64_t count_non_finite(const Tensor& t) {
       return count_exponent_all_ones<std::uint16_t>(p, n, static_cast<std::uint16_t>(0x7f80));
     default: return 0;
   }
+}
+
+}  // namespace
+
+std::int64_t count_non_finite(const Tensor& t) {
+  if (!is_floating(t.dtype())) return 0;
+  const auto* p = static_cast<const unsigned char*>(t.raw_data());
+  const std::int64_t n = t.numel();
+  const std::size_t size = dtype_size(t.dtype());
+  // Large tensors are split over the thread pool (a memory-bound scan: ResNet-18's step at
+  // batch 32 checks about 0.5 GB of outputs); small ones are not worth waking it.
+  constexpr std::int64_t kGrain = std::int64_t{1} << 18;
+  if (n < 2 * kGrain) return count_range(t.dtype(), p, n);
+  std::vector<std::int64_t> partial(
+      static_cast<std::size_t>(backend::ThreadPool::num_chunks(n, kGrain)), 0);
+  backend::ThreadPool::global().parallel_for(n, kGrain, [&](std::int64_t lo, std::int64_t hi) {
+    partial[static_cast<std::size_t>(lo / kGrain)] =
+        count_range(t.dtype(), p + static_cast<std::size_t>(lo) * size, hi - lo);
+  });
+  std::int64_t total = 0;
+  for (std::int64_t c : partial) total += c;
+  return total;
 }
 
 }  // namespace loom::debug
