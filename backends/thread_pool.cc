@@ -103,11 +103,31 @@ struct ThreadPool::State {
   bool caller_waiting = false;   // the caller sleeps on `done` (under mu)
   bool stop = false;
   std::exception_ptr error;
+  std::atomic<TraceSink*> trace{nullptr};
 
-  void run_chunks() {
-    for (;;) {
+  static std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // run_chunks, reporting this thread's share to the trace sink when there is one.
+  void run_chunks_traced(int thread) {
+    TraceSink* sink = trace.load(std::memory_order_relaxed);
+    if (sink == nullptr) {
+      run_chunks();
+      return;
+    }
+    const std::int64_t begin = now_ns();
+    if (run_chunks() > 0) sink->span(thread, begin, now_ns());
+  }
+
+  // Runs chunks until none is left; returns how many this thread ran.
+  std::int64_t run_chunks() {
+    std::int64_t ran = 0;
+    for (;; ++ran) {
       std::int64_t c = next.fetch_add(1, std::memory_order_relaxed);
-      if (c >= chunks) return;
+      if (c >= chunks) return ran;
       std::int64_t b = c * grain;
       std::int64_t e = std::min(n, b + grain);
       try {
@@ -119,7 +139,7 @@ struct ThreadPool::State {
     }
   }
 
-  void worker_loop() {
+  void worker_loop(int index) {
     t_inside_pool = true;
     std::uint64_t seen = 0;
     for (;;) {
@@ -135,7 +155,7 @@ struct ThreadPool::State {
       if (!open) continue;  // woke after the caller finished that job
       joined.fetch_add(1, std::memory_order_relaxed);
       lock.unlock();
-      run_chunks();
+      run_chunks_traced(index);  // before leaving the job: the caller waits for it
       lock.lock();
       if (joined.fetch_sub(1, std::memory_order_acq_rel) == 1 && caller_waiting) {
         done.notify_one();
@@ -148,7 +168,7 @@ ThreadPool::ThreadPool(int num_threads, std::int64_t spin_us)
     : state_(std::make_unique<State>()), num_threads_(std::max(1, num_threads)) {
   state_->spin_ns = spin_us < 0 ? spin_ns_from_env() : spin_us * 1000;
   for (int i = 1; i < num_threads_; ++i) {
-    state_->workers.emplace_back([s = state_.get()] { s->worker_loop(); });
+    state_->workers.emplace_back([s = state_.get(), i] { s->worker_loop(i); });
   }
 }
 
@@ -201,7 +221,7 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
     if (sleeping == 1) s.wake.notify_one(); else s.wake.notify_all();
   }
   t_inside_pool = true;
-  s.run_chunks();
+  s.run_chunks_traced(0);
   t_inside_pool = false;
   {
     std::lock_guard<std::mutex> lock(s.mu);
@@ -215,6 +235,11 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
   }
   std::lock_guard<std::mutex> lock(s.mu);  // orders the workers' writes (and error) before us
   if (s.error) std::rethrow_exception(s.error);
+}
+
+void ThreadPool::set_trace(TraceSink* sink) {
+  std::lock_guard<std::mutex> run_lock(state_->run_mu);  // no parallel_for in flight
+  state_->trace.store(sink, std::memory_order_relaxed);
 }
 
 }  // namespace loom::backend

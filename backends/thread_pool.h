@@ -38,6 +38,18 @@ class ThreadPool {
   // Number of chunks parallel_for(n, grain, ...) uses: ceil(n / grain), at least 1 when n > 0.
   static std::int64_t num_chunks(std::int64_t n, std::int64_t grain);
 
+  // Tracing (the profiler, debug/profiler.h): while a sink is set, each thread's share of every
+  // parallel_for that runs on several threads — from its first chunk's start to its last
+  // chunk's end, steady_clock nanoseconds — is reported by that thread: 0 the caller, 1..n-1
+  // the workers. Calls come from several threads at once. set_trace waits for the running
+  // parallel_for, so after it returns the previous sink is no longer called. Without a sink a
+  // parallel_for pays one relaxed atomic load.
+  struct TraceSink {
+    virtual ~TraceSink() = default;
+    virtual void span(int thread, std::int64_t begin_ns, std::int64_t end_ns) = 0;
+  };
+  void set_trace(TraceSink* sink);
+
  private:
   struct State;
   std::unique_ptr<State> state_;

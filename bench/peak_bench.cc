@@ -1,116 +1,21 @@
-// loom_bench_peak: the machine's fp32 FMA throughput, the ceiling the convolution and GEMM
-// figures in bench/README.md are measured against.
+// loom_bench_peak: the machine's fp32 FMA throughput (backends/cpu/peak.h), the ceiling the
+// convolution and GEMM figures in bench/README.md are measured against.
 //
 //   loom_bench_peak [seconds per run = 0.5] [runs = 5]
 //
-// Each thread runs 16 independent chains of vector FMAs (AVX-512 when the build targets it,
-// else AVX2/FMA, else scalar) on registers only — enough chains to cover the FMA latency of
-// two FMA units — for a fixed time, and counts 2 flops per lane per FMA. Prints GFLOP/s for 1
-// thread and for every core (std::thread::hardware_concurrency), median of the runs, two ways:
-// by wall-clock time, and per CPU-second (each thread's flops over its own CPU time,
-// CLOCK_THREAD_CPUTIME_ID). On a shared machine the wall-clock figure drops with the load while
-// the per-CPU-second one stays the core's own rate; loom_bench_ops's GFLOP/s are also per
-// CPU-second of the thread that runs the kernel (Google Benchmark's default), so compare
-// single-thread kernel figures with the single-thread per-CPU-second peak.
+// Prints GFLOP/s for 1 thread and for every core (std::thread::hardware_concurrency), median of
+// the runs, two ways: by wall-clock time, and per CPU-second (each thread's flops over its own CPU
+// time). On a shared machine the wall-clock figure drops with the load while the per-CPU-second
+// one stays the core's own rate; loom_bench_ops's GFLOP/s are also per CPU-second of the thread
+// that runs the kernel (Google Benchmark's default), so compare single-thread kernel figures with
+// the single-thread per-CPU-second peak.
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <thread>
 #include <vector>
 
-#if defined(__AVX512F__) || defined(__FMA__)
-#include <immintrin.h>
-#endif
-
-namespace {
-
-#if defined(__AVX512F__)
-constexpr int kLanes = 16;
-using Vec = __m512;
-inline Vec set1(float v) { return _mm512_set1_ps(v); }
-inline Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-inline float lane0(Vec v) { return _mm512_cvtss_f32(v); }
-const char* kIsa = "avx512";
-#elif defined(__FMA__)
-constexpr int kLanes = 8;
-using Vec = __m256;
-inline Vec set1(float v) { return _mm256_set1_ps(v); }
-inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
-inline float lane0(Vec v) { return _mm256_cvtss_f32(v); }
-const char* kIsa = "avx2-fma";
-#else
-constexpr int kLanes = 1;
-using Vec = float;
-inline Vec set1(float v) { return v; }
-inline Vec fma(Vec a, Vec b, Vec c) { return a * b + c; }
-inline float lane0(Vec v) { return v; }
-const char* kIsa = "scalar";
-#endif
-
-constexpr int kChains = 16;
-constexpr long kInner = 4096;  // FMA rounds between clock checks
-
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// FMA rounds until `stop`; returns the number of rounds (each kChains FMAs) and adds the
-// thread's CPU seconds to *cpu.
-// The calling thread (timer) also ends the run at `deadline`: no thread sleeps, so the run
-// also ends under a real-time policy with every core busy.
-long spin(std::atomic<bool>& stop, float* sink, double* cpu, bool timer,
-          std::chrono::steady_clock::time_point deadline) {
-  const double c0 = thread_cpu_seconds();
-  Vec acc[kChains];
-  for (int i = 0; i < kChains; ++i) acc[i] = set1(0.001f * static_cast<float>(i));
-  const Vec a = set1(0.999999f), b = set1(1e-7f);
-  long rounds = 0;
-  while (!stop.load(std::memory_order_relaxed)) {
-    for (long r = 0; r < kInner; ++r) {
-      for (int i = 0; i < kChains; ++i) acc[i] = fma(acc[i], a, b);
-    }
-    rounds += kInner;
-    if (timer && std::chrono::steady_clock::now() >= deadline) stop = true;
-  }
-  float s = 0;
-  for (int i = 0; i < kChains; ++i) s += lane0(acc[i]);
-  *sink = s;
-  *cpu = thread_cpu_seconds() - c0;
-  return rounds;
-}
-
-struct Rates {
-  double wall, per_cpu;  // GFLOP/s: all threads over wall time; per core over CPU time
-};
-
-Rates measure(int threads, double seconds) {
-  std::atomic<bool> stop{false};
-  std::vector<long> rounds(static_cast<std::size_t>(threads));
-  std::vector<float> sink(static_cast<std::size_t>(threads));
-  std::vector<double> cpu(static_cast<std::size_t>(threads));
-  std::vector<std::thread> pool;
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto deadline =
-      t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-               std::chrono::duration<double>(seconds));
-  for (int t = 1; t < threads; ++t) {
-    pool.emplace_back([&, t] { rounds[t] = spin(stop, &sink[t], &cpu[t], false, deadline); });
-  }
-  rounds[0] = spin(stop, &sink[0], &cpu[0], true, deadline);
-  for (auto& th : pool) th.join();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  double flops = 0, cpu_s = 0;
-  for (long r : rounds) flops += static_cast<double>(r) * kChains * kLanes * 2.0;
-  for (double c : cpu) cpu_s += c;
-  return {flops / s * 1e-9, flops / cpu_s * 1e-9};
-}
-
-}  // namespace
+#include "backends/cpu/peak.h"
 
 int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::atof(argv[1]) : 0.5;
@@ -120,10 +25,12 @@ int main(int argc, char** argv) {
   if (cores > 1) counts.push_back(cores);
   for (int threads : counts) {
     std::vector<double> wall, per_cpu;
+    const char* isa = "";
     for (int r = 0; r < runs; ++r) {
-      const Rates g = measure(threads, seconds);
-      wall.push_back(g.wall);
-      per_cpu.push_back(g.per_cpu);
+      const auto g = loom::backend::cpu::measure_fp32_peak(threads, seconds);
+      wall.push_back(g.wall_gflops);
+      per_cpu.push_back(g.per_core_gflops);
+      isa = g.isa;
     }
     std::sort(wall.begin(), wall.end());
     std::sort(per_cpu.begin(), per_cpu.end());
@@ -131,7 +38,7 @@ int main(int argc, char** argv) {
     std::printf("{\"isa\": \"%s\", \"threads\": %d, \"wall_gflops_median\": %.1f, "
                 "\"wall_gflops_max\": %.1f, \"wall_gflops_min\": %.1f, "
                 "\"per_core_cpu_gflops_median\": %.1f, \"per_core_cpu_gflops_max\": %.1f}\n",
-                kIsa, threads, wall[mid], wall.back(), wall.front(), per_cpu[mid], per_cpu.back());
+                isa, threads, wall[mid], wall.back(), wall.front(), per_cpu[mid], per_cpu.back());
   }
   return 0;
 }

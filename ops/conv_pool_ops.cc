@@ -439,6 +439,17 @@ MindIRForm pool_mindir(MindIRAttrEncoding window) {
 
 }  // namespace
 
+double conv_flops(const Primitive& prim, std::span<const Shape> inputs,
+                  std::span<const Shape> outputs) {
+  if (inputs.size() < 2 || outputs.empty()) return 0;
+  const std::string& op = prim.name();
+  const bool gradient = op == "Conv2DBackpropInput" || op == "Conv2DBackpropFilter";
+  const Shape& y = gradient ? inputs[0] : outputs[0];
+  const Shape& w = op == "Conv2DBackpropFilter" ? outputs[0] : inputs[1];
+  if (w.size() != 4) return 0;
+  return 2.0 * static_cast<double>(shape_numel(y)) * static_cast<double>(w[1] * w[2] * w[3]);
+}
+
 void register_conv_pool_ops(Registry& r) {
   std::vector<AttrSpec> input_attrs = conv_attr_specs();
   input_attrs.push_back(ints_attr("input_size", 4, 0, std::nullopt));
@@ -457,6 +468,7 @@ void register_conv_pool_ops(Registry& r) {
                  .output_names = {"output"},
                  .attrs = conv_mindir_attrs(true),
                  .derived = {{.name = "pad_list", .value = conv_pad_list}}},
+      .flops = conv_flops,
   });
   r.add(OpDef{
       .name = "Conv2DBackpropInput",
@@ -467,6 +479,7 @@ void register_conv_pool_ops(Registry& r) {
       .bprop = conv2d_backprop_input_bprop,
       .summary = "gradient of Conv2D with respect to x, from (dout, w); x's shape is input_size",
       .mindir = {.attrs = conv_mindir_attrs(false)},
+      .flops = conv_flops,
   });
   r.add(OpDef{
       .name = "Conv2DBackpropFilter",
@@ -477,6 +490,7 @@ void register_conv_pool_ops(Registry& r) {
       .bprop = conv2d_backprop_filter_bprop,
       .summary = "gradient of Conv2D with respect to w, from (dout, x); w's shape is filter_size",
       .mindir = {.attrs = conv_mindir_attrs(false)},
+      .flops = conv_flops,
   });
   r.add(OpDef{
       .name = "MaxPool",

@@ -148,6 +148,7 @@ void register_fused_ops(Registry& r) {
       .not_differentiable_because = kNotDifferentiable,
       .summary = "act(MatMul(x, w) + b) with act none, relu or relu6 (made by the fuse pass)",
       .mindir = {.absent_because = kNotInMindIR},
+      .flops = product_flops,
   });
   std::vector<AttrSpec> conv_attrs = r.get("Conv2D").attrs;
   conv_attrs.push_back(act_attr());
@@ -161,6 +162,7 @@ void register_fused_ops(Registry& r) {
       .summary = "act(BiasAdd(Conv2D(x, w), b)) with Conv2D's attributes and act none, relu or "
                  "relu6 (made by the fuse pass)",
       .mindir = {.absent_because = kNotInMindIR},
+      .flops = conv_flops,
   });
   r.add(OpDef{
       .name = "FusedElementwise",

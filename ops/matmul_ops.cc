@@ -222,6 +222,15 @@ ir::Primitive::Attrs format_of(const BpropArgs& a) {
 
 }  // namespace
 
+double product_flops(const Primitive& prim, std::span<const Shape> inputs,
+                     std::span<const Shape> outputs) {
+  if (inputs.empty() || outputs.empty() || inputs[0].size() < 2) return 0;
+  const Shape& a = inputs[0];
+  const bool ta = prim.has_attr("transpose_a") && prim.attr("transpose_a").as_bool();
+  const double k = static_cast<double>(ta ? a[a.size() - 2] : a[a.size() - 1]);
+  return 2.0 * static_cast<double>(shape_numel(outputs[0])) * k;
+}
+
 void register_matmul_ops(Registry& r) {
   r.add(OpDef{
       .name = "MatMul",
@@ -240,6 +249,7 @@ void register_matmul_ops(Registry& r) {
                            {.name = "transpose_b",
                             .encoding = MindIRAttrEncoding::kAsIs,
                             .also_written_as = "transpose_x2"}}},
+      .flops = product_flops,
   });
   r.add(OpDef{
       .name = "BatchMatMul",
@@ -251,6 +261,7 @@ void register_matmul_ops(Registry& r) {
       .summary = "MatMul over the last two dims of x (rank >= 3) and y (rank >= 2); the batch "
                  "dims broadcast",
       .mindir = {.function_args = {"transpose_a", "transpose_b"}},
+      .flops = product_flops,
   });
   r.add(OpDef{
       .name = "BiasAdd",

@@ -89,6 +89,18 @@ struct BpropArgs {
 // that is not differentiable, such as indices); autodiff treats it as zeros.
 using Grads = std::vector<Var>;
 using BpropFn = std::function<Grads(Emitter&, const BpropArgs&)>;
+using FlopsFn = std::function<double(const Primitive& prim, std::span<const Shape> inputs,
+                                     std::span<const Shape> outputs)>;
+
+// flops of a product out = op(a) · op(b) (MatMul, BatchMatMul, MatMulBiasAct): 2 · |out| · K,
+// K the inner dimension of a (its last, or with transpose_a its second-to-last).
+double product_flops(const Primitive& prim, std::span<const Shape> inputs,
+                     std::span<const Shape> outputs);
+// flops of a convolution or one of its gradients: 2 · |the output-shaped tensor| · (C/group ·
+// kh · kw), where the output-shaped tensor is y (Conv2D, Conv2DBiasAct: the output) or dout
+// (both gradients: input 0), and C/group · kh · kw is the filter's per-output volume.
+double conv_flops(const Primitive& prim, std::span<const Shape> inputs,
+                  std::span<const Shape> outputs);
 
 // How an attribute is spelled in MindIR where MindSpore's encoding differs from loom's
 // (mindir/mindir.cc applies it on writing and on reading; docs/formats.md, "MindIR").
@@ -184,6 +196,11 @@ struct OpDef {
   bool runtime_kernels = false;
   // The op's MindIR encoding (MindIRForm above).
   MindIRForm mindir;
+  // Floating-point operations of one launch, from its attributes and its inputs' and outputs'
+  // shapes (a multiply-add counts 2): the products (MatMul, convolutions and their gradients,
+  // the fused products), whose speed the profiler reports as FLOP/s and % of the machine's
+  // peak. Empty for the other ops, which it reports by bytes moved.
+  FlopsFn flops;
 };
 
 class Registry {

@@ -47,6 +47,7 @@ struct PendingReduce {
 };
 
 struct Communicator::Impl {
+  std::atomic<Communicator::TraceSink*> trace{nullptr};
   std::mutex mu;  // queue_, inflight_
   std::condition_variable cv;
   std::deque<std::shared_ptr<PendingReduce>> queue;  // not started yet, issue order
@@ -157,15 +158,34 @@ MPI_Datatype mpi_type(DType d) {
 
 namespace {
 
+// steady_clock nanoseconds, the profiler's clock (ThreadPool::TraceSink's too).
+std::int64_t trace_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // Runs one reduction in the calling thread (the communication thread, or a waiter when overlap
 // is off). Holds mpi_mu.
-void reduce_now(Communicator& c, Communicator::Impl& im, PendingReduce& p) {
+void reduce_now(Communicator& c, Communicator::Impl& im, PendingReduce& p,
+                bool on_communication_thread) {
   const int n = c.size();
   if (n == 1) return;  // the mean over one rank is the value
 #ifdef LOOM_HAVE_MPI
   std::lock_guard<std::mutex> lock(im.mpi_mu);
   im.busy_id = p.id;
   im.busy_since = now_ns();
+  struct Report {  // reports the reduction to the trace sink, if any, when it ends
+    Communicator::Impl& im;
+    PendingReduce& p;
+    bool comm;
+    std::int64_t begin;
+    ~Report() {
+      if (Communicator::TraceSink* sink = im.trace.load(std::memory_order_acquire)) {
+        sink->reduction(p.id, p.bytes, begin, trace_now_ns(), comm);
+      }
+    }
+  } report{im, p, on_communication_thread, trace_now_ns()};
   const MPI_Datatype t = mpi_type(p.dtype);
   const int count = static_cast<int>(p.count);
   int rc;
@@ -208,7 +228,7 @@ void comm_thread_main(Communicator* c, Communicator::Impl* im) {
       if (im->queue.empty()) return;  // stop, nothing left
       p = im->queue.front();
     }
-    reduce_now(*c, *im, *p);
+    reduce_now(*c, *im, *p, /*on_communication_thread=*/true);
     {
       std::lock_guard<std::mutex> lock(im->mu);
       im->queue.pop_front();
@@ -399,7 +419,7 @@ void Communicator::wait(std::int64_t id, std::span<Tensor> outs) {
       while (!p->done && !impl_->queue.empty()) {
         auto q = impl_->queue.front();
         lock.unlock();
-        reduce_now(*this, *impl_, *q);
+        reduce_now(*this, *impl_, *q, /*on_communication_thread=*/false);
         lock.lock();
         impl_->queue.pop_front();
         q->done = true;
@@ -542,6 +562,12 @@ void finalize() {
   g_initialized = false;
   im.stop = false;
   im.watchdog_stop = false;
+}
+
+void Communicator::set_trace(TraceSink* sink) {
+  if (!impl_) return;  // a size-1 communicator runs no reduction
+  std::lock_guard<std::mutex> lock(impl_->mpi_mu);  // waits for a running reduction
+  impl_->trace.store(sink, std::memory_order_release);
 }
 
 }  // namespace loom::parallel

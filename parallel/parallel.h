@@ -125,6 +125,17 @@ class Communicator {
   std::int64_t num_reductions() const { return next_id_; }
   void reset_wait_seconds() { wait_seconds_ = 0; }
 
+  // Tracing (the profiler, debug/profiler.h): each bucket reduction is reported by the thread
+  // that ran it (the communication thread, or a waiter with overlap off) with its id, bytes and
+  // steady_clock nanoseconds. set_trace waits for a running reduction, so after it returns the
+  // previous sink is no longer called. Without a sink a reduction pays one atomic load.
+  struct TraceSink {
+    virtual ~TraceSink() = default;
+    virtual void reduction(std::int64_t id, std::size_t bytes, std::int64_t begin_ns,
+                           std::int64_t end_ns, bool on_communication_thread) = 0;
+  };
+  void set_trace(TraceSink* sink);
+
   struct Impl;
 
  private:

@@ -764,8 +764,8 @@ Value Executable::run(std::vector<Value> args) {
         l.kernel->run(ctx);
       }
     } else {
-      LaunchEvent event{li,   depth_, graph_name_, l.prim->name(), l.name, l.debug, ins_, outs_,
-                        -1,   l.label, graph_};
+      LaunchEvent event{li, depth_,  graph_name_, l.prim->name(), l.name, l.debug,
+                        ins_, outs_, -1,          l.label,        graph_, l.prim.get()};
       notify_before(*observers, event);
       const auto t0 = std::chrono::steady_clock::now();
       if (l.control) {

@@ -111,7 +111,7 @@ class Interpreter {
     if (labels == labels_.end()) labels = labels_.emplace(&graph, ir::cnode_labels(graph)).first;
     LaunchEvent event{launches_++, control_depth_,        graph.name(), prim.name(),
                       c.name(),    c.debug(),             ins,          outs,
-                      -1,          labels->second.at(&c), &graph};
+                      -1,          labels->second.at(&c), &graph,       &prim};
     notify_before(*observers_, event);
     const auto t0 = std::chrono::steady_clock::now();
     Value v = run(graph, c, prim, args);

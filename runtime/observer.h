@@ -52,6 +52,7 @@ struct LaunchEvent {
   // graph and PyNative mode, and in every run of the program.
   std::string_view label;
   const ir::FuncGraph* func_graph;  // the graph whose plan holds the launch
+  const ir::Primitive* prim;        // the primitive, attributes complete
 };
 
 // One run of a compiled function's program: the launches between run_begin and run_end are its

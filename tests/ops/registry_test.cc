@@ -239,5 +239,39 @@ TEST(Registry, DocsOpsMdIsCurrent) {
                                      << " (cp " << generated << " " << path << ")";
 }
 
+// The products declare their FLOPs (OpDef::flops, the profiler's FLOP/s): 2 · |out| · K for the
+// matrix products, 2 · |y or dout| · (C/group · kh · kw) for a convolution and its gradients, the
+// same count forward and backward; the other ops declare none.
+TEST(Registry, ProductsDeclareTheirFlops) {
+  const auto& reg = loom::ops::Registry::global();
+  auto flops = [&](const char* op, loom::ir::Primitive::Attrs attrs, std::vector<loom::Shape> in,
+                   std::vector<loom::Shape> out) {
+    const loom::ops::OpDef& def = reg.get(op);
+    EXPECT_TRUE(def.flops) << op;
+    return def.flops ? def.flops(*loom::ops::make_op(op, std::move(attrs)), in, out) : -1.0;
+  };
+  EXPECT_EQ(flops("MatMul", {}, {{2, 3}, {3, 4}}, {{2, 4}}), 48.0);
+  EXPECT_EQ(flops("MatMul", {{"transpose_a", loom::ir::Value::boolean(true)}}, {{3, 2}, {3, 4}},
+                  {{2, 4}}),
+            48.0);
+  EXPECT_EQ(flops("BatchMatMul", {}, {{5, 2, 3}, {5, 3, 4}}, {{5, 2, 4}}), 240.0);
+  EXPECT_EQ(flops("MatMulBiasAct", {}, {{2, 3}, {3, 4}, {4}}, {{2, 4}}), 48.0);
+  const loom::ir::Primitive::Attrs conv = {{"out_channel", loom::ir::Value::i64(3)},
+                                     {"kernel_size", loom::ir::Value::ints({3, 3})}};
+  EXPECT_EQ(flops("Conv2D", conv, {{1, 2, 5, 5}, {3, 2, 3, 3}}, {{1, 3, 3, 3}}), 972.0);
+  EXPECT_EQ(flops("Conv2DBiasAct", conv, {{1, 2, 5, 5}, {3, 2, 3, 3}, {3}}, {{1, 3, 3, 3}}),
+            972.0);
+  loom::ir::Primitive::Attrs input = conv, filter = conv;
+  input["input_size"] = loom::ir::Value::ints({1, 2, 5, 5});
+  filter["filter_size"] = loom::ir::Value::ints({3, 2, 3, 3});
+  EXPECT_EQ(flops("Conv2DBackpropInput", input, {{1, 3, 3, 3}, {3, 2, 3, 3}}, {{1, 2, 5, 5}}),
+            972.0);
+  EXPECT_EQ(flops("Conv2DBackpropFilter", filter, {{1, 3, 3, 3}, {1, 2, 5, 5}}, {{3, 2, 3, 3}}),
+            972.0);
+  for (const char* op : {"Add", "ReLU", "MaxPool", "BatchNorm", "Reshape"}) {
+    EXPECT_FALSE(reg.get(op).flops) << op;
+  }
+}
+
 }  // namespace
 }  // namespace loom::testing
