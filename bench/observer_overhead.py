@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""What --check-numerics costs a training step: loom_bench_train with and without a
-debug::NumericsChecker on the step, runs interleaved (without, with, without, ...), medians.
+"""What an observer costs a training step: loom_bench_train with and without one (--check-numerics,
+or --profile), runs interleaved (without, with, without, ...), medians.
 
-The checker tests every floating output of every launch for NaN/Inf as it is produced, and its
-step runs without in-place reuse (it reports the inputs a kernel read). bench/README.md
-("Checking numerics") has the results.
+--check-numerics: every floating output of every launch tested for NaN/Inf as it is produced,
+the step run without in-place reuse (it reports the inputs a kernel read). --profile: the
+profiler recording every timed step (launch times, the pool's spans). bench/README.md
+("Checking numerics", "Profiler") has the results.
 """
 import argparse
 import json
@@ -13,11 +14,11 @@ import subprocess
 import sys
 
 
-def run(bench, model, batch, steps, threads, check):
+def run(bench, model, batch, steps, threads, flag):
     cmd = [bench, "--model", model, "--batch", str(batch), "--steps", str(steps),
            "--repeats", "1", "--threads", str(threads)]
-    if check:
-        cmd.append("--check-numerics")
+    if flag:
+        cmd.append(flag)
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -30,11 +31,12 @@ def main():
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--flag", default="--check-numerics", choices=["--check-numerics", "--profile"])
     a = p.parse_args()
     off, on = [], []
     for r in range(a.repeats):
-        off.append(run(a.bench, a.model, a.batch, a.steps, a.threads, False))
-        on.append(run(a.bench, a.model, a.batch, a.steps, a.threads, True))
+        off.append(run(a.bench, a.model, a.batch, a.steps, a.threads, None))
+        on.append(run(a.bench, a.model, a.batch, a.steps, a.threads, a.flag))
         print(f"run {r}: {off[-1]['median']:.1f} / {on[-1]['median']:.1f} images/s, "
               f"peak RSS {off[-1]['peak_rss_mib']:.0f} / {on[-1]['peak_rss_mib']:.0f} MiB",
               flush=True)
@@ -44,8 +46,8 @@ def main():
     r1 = statistics.median(x["peak_rss_mib"] for x in on)
     print(f"{a.model} batch {a.batch}, {a.threads} threads, {a.steps} steps x {a.repeats} "
           f"interleaved runs each (medians)")
-    print(f"without --check-numerics: {m0:.1f} images/s, peak RSS {r0:.1f} MiB")
-    print(f"with --check-numerics:    {m1:.1f} images/s, peak RSS {r1:.1f} MiB")
+    print(f"without {a.flag}: {m0:.1f} images/s, peak RSS {r0:.1f} MiB")
+    print(f"with {a.flag}:    {m1:.1f} images/s, peak RSS {r1:.1f} MiB")
     print(f"ratio with / without: images/s {m1 / m0:.3f}, peak RSS {r1 / r0:.3f}")
 
 

@@ -26,7 +26,7 @@ void BM_Histogram(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 // LeNet's conv2 weight (2,400), fc1 weight (48,000); ResNet-18's layer3 3×3 (589,824).
-BENCHMARK(BM_Histogram)->Arg(2400)->Arg(48000)->Arg(589824);
+BENCHMARK(BM_Histogram)->Arg(150)->Arg(2400)->Arg(48000)->Arg(589824);
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 //   loom_bench_train --model lenet --batch 32 --steps 200 --repeats 5 --threads 2
 //   loom_bench_train --model resnet50 --imagenet --batch 8 --steps 2 --repeats 3
 //   loom_bench_train --model lenet --check-numerics    (debug/numerics.h on every launch)
+//   loom_bench_train --model lenet --profile           (debug/profiler.h recording every step)
 //
 // Builds the recipe's network (models/zoo.h) under seed_all(1), one TrainOneStepCell with the
 // recipe's optimizer (constant learning rate), and a fixed random batch (normal images, uniform
@@ -22,6 +23,7 @@
 #include "core/random/random.h"
 #include "core/ir/error.h"
 #include "debug/numerics.h"
+#include "debug/profiler.h"
 #include "models/resnet/resnet.h"
 #include "models/zoo.h"
 #include "nn/context.h"
@@ -43,13 +45,14 @@ struct Args {
   bool imagenet = false;  // a ResNet in its ImageNet layout: 3×224×224 inputs, 1000 classes
   std::string passes;     // the step's pipeline instead of the training one ("" = it)
   bool check_numerics = false;  // a debug::NumericsChecker observing the step
+  bool profile = false;         // a debug::Profiler recording every timed step
 };
 
 [[noreturn]] void usage(const std::string& msg) {
   std::cerr << "loom_bench_train: " << msg
             << "\nusage: loom_bench_train [--model NAME] [--dataset D] [--batch B] [--steps N] "
                "[--warmup W] [--repeats R] [--threads T] [--deterministic] [--imagenet]\n"
-               "       [--passes LIST] [--check-numerics]\n";
+               "       [--passes LIST] [--check-numerics] [--profile]\n";
   std::exit(2);
 }
 
@@ -72,6 +75,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--imagenet") a.imagenet = true;
     else if (k == "--passes") a.passes = value();
     else if (k == "--check-numerics") a.check_numerics = true;
+    else if (k == "--profile") a.profile = true;
     else usage("unknown option " + k);
   }
   if (a.batch < 1 || a.steps < 1 || a.repeats < 1 || a.warmup < 1) usage("bad counts");
@@ -116,10 +120,21 @@ int main(int argc, char** argv) {
     if (a.check_numerics) step.add_observer(std::make_shared<debug::NumericsChecker>());
     net->set_train(true);
     for (int i = 0; i < a.warmup; ++i) step.step(x, y);
+    // The profiler records each timed step as a window (start/stop), as --profile does for the
+    // chosen steps; its files are not written (analyse() is not part of a step).
+    std::shared_ptr<debug::Profiler> profiler;
+    if (a.profile) {
+      profiler = std::make_shared<debug::Profiler>(debug::ProfilerOptions{});
+      step.add_observer(profiler);
+    }
     std::vector<double> rates;
     for (int rep = 0; rep < a.repeats; ++rep) {
       const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < a.steps; ++i) step.step(x, y);
+      for (int i = 0; i < a.steps; ++i) {
+        if (profiler) profiler->start();
+        step.step(x, y);
+        if (profiler) profiler->stop();
+      }
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       rates.push_back(static_cast<double>(a.batch) * a.steps / s);
     }

@@ -21,6 +21,7 @@
 //     float64's epsilon is used). The 2019-2021 version scaled the same way and called
 //     scipy.stats.entropy(p, q), which is the same sum after normalization, without the floor.
 #include "debug/compare.h"
+#include "debug/csv.h"
 
 #include <algorithm>
 #include <charconv>
@@ -82,15 +83,6 @@ std::string number(double v, const char* nan_text = "N/A") {
   return std::string(buf, r.ptr);
 }
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
 
 // msprobe's shape text: "[2, 3]".
 std::string list_shape(const Shape& s) {

@@ -20,6 +20,7 @@
 #include "core/ir/error.h"
 #include "core/ir/printer.h"
 #include "data/npy.h"
+#include "debug/csv.h"
 #include "debug/tensor_stats.h"
 #include "nn/cell.h"
 #include "nn/train.h"
@@ -103,16 +104,6 @@ bool is_regex_entry(const std::string& k) {
 }
 std::string regex_of(const std::string& k) { return k.substr(11, k.size() - 12); }
 
-// A CSV field, quoted when it holds a comma, a quote or a line break.
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
 
 std::string lower_dtype_name(DType d) {
   std::string s(dtype_name(d));

@@ -9,7 +9,8 @@
 #include "core/ir/error.h"
 #include "nn/cell.h"
 #include "nn/train.h"
-#include "summary/histogram.h"
+#include "summary/distributions.h"
+#include "summary/idle_worker.h"
 
 namespace loom::summary {
 
@@ -43,6 +44,10 @@ SummaryCollector::SummaryCollector(std::string summary_dir, SummaryCollectorOpti
 
 SummaryCollector::~SummaryCollector() {
   try {
+    if (idle_) idle_->finish_all();  // before record_ writes the events waiting for them
+  } catch (...) {
+  }
+  try {
     if (session_open_) record_->end_hparams_session(false, last_step_);
   } catch (...) {
   }
@@ -57,6 +62,7 @@ void SummaryCollector::set_input_images(const Tensor& images) { pending_images_ 
 
 void SummaryCollector::on_train_begin(nn::RunContext& rc) {
   first_step_ = true;
+  selection_.reset();  // the parameters are looked up again at the first collected step
   last_step_ = rc.cur_step_num;
   if (gradients_ && rc.train_network && !rc.train_network->return_gradients())
     rc.train_network->set_return_gradients(true);
@@ -71,25 +77,6 @@ bool SummaryCollector::histogram_selected(const std::string& name, int taken) co
 namespace {
 
 // Float images outside [0, 1] (normalized network inputs) scaled min..max to 0..1 for the PNG.
-// Σx² in double (every value, NaN and inf included, as the norm should show them).
-double sum_of_squares(const Tensor& t) {
-  double lanes[8] = {};
-  if (t.dtype() == DType::kFloat32) {
-    const float* p = t.data<float>();
-    const std::int64_t n = t.numel();
-    std::int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      for (int j = 0; j < 8; ++j) lanes[j] += static_cast<double>(p[i + j]) * p[i + j];
-    }
-    for (; i < n; ++i) lanes[0] += static_cast<double>(p[i]) * p[i];
-  } else {
-    for (double x : t.to_doubles()) lanes[0] += x * x;
-  }
-  double sq = 0;
-  for (double l : lanes) sq += l;
-  return sq;
-}
-
 Tensor displayable(const Tensor& images) {
   if (!is_floating(images.dtype()) || images.numel() == 0) return images;
   std::vector<double> v = images.to_doubles();
@@ -103,6 +90,59 @@ Tensor displayable(const Tensor& images) {
 }
 
 }  // namespace
+
+namespace {
+
+// The on/off collections, by name; "histogram" (histogram_regular) is handled apart.
+struct NamedSwitch {
+  const char* name;
+  std::optional<bool> CollectSpecifiedData::*field;
+  bool on_by_default;  // with keep_default_action
+};
+constexpr NamedSwitch kSwitches[] = {
+    {"metric", &CollectSpecifiedData::collect_metric, true},
+    {"learning_rate", &CollectSpecifiedData::collect_learning_rate, true},
+    {"graph", &CollectSpecifiedData::collect_graph, true},
+    {"input_data", &CollectSpecifiedData::collect_input_data, true},
+    {"train_lineage", &CollectSpecifiedData::collect_train_lineage, true},
+    {"eval_lineage", &CollectSpecifiedData::collect_eval_lineage, true},
+    {"gradients", &CollectSpecifiedData::collect_gradients, false},
+};
+
+}  // namespace
+
+const std::vector<std::string>& collection_names() {
+  static const std::vector<std::string> names = {
+      "metric", "learning_rate", "graph", "input_data", "histogram", "train_lineage",
+      "eval_lineage", "gradients"};
+  return names;
+}
+
+void select_collection(SummaryCollectorOptions& options, const std::string& item) {
+  const bool on = !item.empty() && item[0] == '+';
+  const std::string name = item.empty() ? "" : item.substr(1);
+  CollectSpecifiedData& c = options.collect_specified_data;
+  if (!item.empty() && (item[0] == '+' || item[0] == '-')) {
+    for (const NamedSwitch& s : kSwitches) {
+      if (name == s.name) {
+        c.*s.field = on;
+        return;
+      }
+    }
+    if (name == "histogram") {
+      if (on && c.histogram_regular) return;
+      for (const NamedSwitch& s : kSwitches) {
+        if (!(c.*s.field)) c.*s.field = s.on_by_default && options.keep_default_action;
+      }
+      c.histogram_regular.reset();
+      options.keep_default_action = on;
+      return;
+    }
+  }
+  std::string names;
+  for (const std::string& n : collection_names()) names += (names.empty() ? "" : ", ") + n;
+  throw ValueError("expected +NAME or -NAME with NAME one of " + names + ", got '" + item + "'");
+}
 
 void SummaryCollector::start_lineage(nn::RunContext& rc) {
   std::map<std::string, HParamValue> hp;
@@ -133,6 +173,9 @@ void SummaryCollector::on_train_step_end(nn::RunContext& rc) {
     }
   }
   if (!first && step % options_.collect_freq != 0) return;
+  // The histograms and norms are handed to the idle thread right after the step; their events
+  // go after the scalars and the image.
+  std::shared_ptr<PendingDistributions> distributions = post_distributions(rc, step);
   if (metric_ && rc.loss.defined() && rc.loss.numel() > 0) {
     const std::vector<double> v = rc.loss.to_doubles();
     record_->add_scalar("loss", std::accumulate(v.begin(), v.end(), 0.0) / double(v.size()),
@@ -155,18 +198,17 @@ void SummaryCollector::on_train_step_end(nn::RunContext& rc) {
     record_->add_image("input_data/auto", displayable(rc.data), step);
     input_done_ = true;
   }
-  // Histograms of the selected parameters, then the gradients' histograms and norms: computed
-  // here, from the live tensors (no copies), one tensor per task on the thread pool, largest
-  // first; the finished events go to the writer thread in the order below.
-  struct Job {
-    std::string name;
-    const Tensor* value;
-    bool gradient;
-    bool histogram;
-    Histogram h;
-    double sum_sq = 0;
-  };
-  std::vector<Job> jobs;
+  if (distributions) {
+    record_->add_deferred([distributions] {
+      distributions->job->wait();
+      return std::move(distributions->events);
+    });
+  }
+}
+
+void SummaryCollector::select_distributions(nn::RunContext& rc) {
+  selected_for_ = rc.network;
+  auto sel = std::make_shared<DistributionSelection>();
   if (histograms_ && rc.network) {
     int taken = 0;
     for (const auto& [name, p] : rc.network->parameters_and_names()) {
@@ -174,69 +216,54 @@ void SummaryCollector::on_train_step_end(nn::RunContext& rc) {
         if (histogram_regex_) continue;
         break;
       }
-      jobs.push_back({.name = name, .value = &p->value, .gradient = false, .histogram = true});
+      sel->param_tags.push_back(name + "/auto");
+      sel->params.push_back(&p->value);
       ++taken;
     }
   }
-  if (gradients_ && rc.train_network && rc.train_network->return_gradients()) {
+  if (gradients_ && rc.train_network) {
     int taken = 0;
-    for (const auto& [name, g] : rc.train_network->gradients()) {
-      const bool selected = histogram_selected(name, taken);
+    for (const auto& entry : rc.train_network->gradients()) {
+      const bool selected = histogram_selected(entry.first, taken);
       if (selected) ++taken;
-      jobs.push_back({.name = name, .value = &g, .gradient = true, .histogram = selected});
+      sel->gradient_names.push_back(entry.first);
+      sel->gradient_histogram.push_back(selected);
     }
   }
-  if (jobs.empty()) return;
-  std::vector<std::size_t> order(jobs.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return jobs[a].value->numel() > jobs[b].value->numel();
+  selection_ = std::move(sel);
+}
+
+std::shared_ptr<SummaryCollector::PendingDistributions> SummaryCollector::post_distributions(
+    nn::RunContext& rc, std::int64_t step) {
+  const std::vector<std::pair<std::string, Tensor>>* gradients = nullptr;
+  if (gradients_ && rc.train_network && rc.train_network->return_gradients())
+    gradients = &rc.train_network->gradients();
+  if (!selection_ || rc.network != selected_for_ ||
+      (gradients && gradients->size() != selection_->gradient_names.size()))
+    select_distributions(rc);
+  if (selection_->params.empty() && (!gradients || gradients->empty())) return nullptr;
+  auto pending = std::make_shared<PendingDistributions>();
+  {
+    std::lock_guard<std::mutex> lock(spare_mu_);
+    if (!spare_.empty()) {
+      pending->values = std::move(spare_.back());
+      spare_.pop_back();
+    }
+  }
+  if (!pending->values) pending->values = std::make_unique<StepValues>();
+  pending->values->take(selection_, step, gradients);
+  if (!idle_) idle_ = std::make_unique<IdleWorker>();
+  pending->job = idle_->post([this, p = pending.get()](bool on_idle_thread) {
+    // On the idle thread alone; the training thread (catching up, or at the end) uses the pool.
+    p->events = compute_distributions(*p->values, !on_idle_thread);
+    p->values->gradients.clear();  // the step's tensors are not held longer than needed
+    std::lock_guard<std::mutex> lock(spare_mu_);
+    spare_.push_back(std::move(p->values));
   });
-  backend::ThreadPool::global().parallel_for(
-      static_cast<std::int64_t>(jobs.size()), 1, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t i = begin; i < end; ++i) {
-          Job& j = jobs[order[static_cast<std::size_t>(i)]];
-          if (j.histogram) {
-            j.h = make_histogram(*j.value);
-            // The histogram's sum of squares is the norm's, unless NaN / inf were left out.
-            if (j.h.skipped == 0) {
-              j.sum_sq = j.h.proto.sum_squares();
-              continue;
-            }
-          }
-          if (j.gradient) j.sum_sq = sum_of_squares(*j.value);
-        }
-      });
-  auto event = [&](const std::string& tag) {
-    tb::Event e;
-    e.set_step(step);
-    tb::Summary::Value* v = e.mutable_summary()->add_value();
-    v->set_tag(tag);
-    return e;
-  };
-  double total = 0;
-  bool any_gradient = false;
-  for (Job& j : jobs) {
-    if (j.gradient) {
-      any_gradient = true;
-      total += j.sum_sq;
-    }
-    if (!j.histogram) continue;
-    tb::Event e = event(j.name + (j.gradient ? "/grad" : "/auto"));
-    *e.mutable_summary()->mutable_value(0)->mutable_histo() = std::move(j.h.proto);
-    record_->add_event(std::move(e));
-    if (j.gradient) {
-      tb::Event n = event("gradient_norm/" + j.name);
-      n.mutable_summary()->mutable_value(0)->set_simple_value(
-          static_cast<float>(std::sqrt(j.sum_sq)));
-      record_->add_event(std::move(n));
-    }
-  }
-  if (any_gradient) {
-    tb::Event n = event("gradient_norm");
-    n.mutable_summary()->mutable_value(0)->set_simple_value(static_cast<float>(std::sqrt(total)));
-    record_->add_event(std::move(n));
-  }
+  // A bounded backlog: when the idle thread falls behind (no idle core), the training thread
+  // does the oldest jobs itself.
+  idle_->run_oldest(kMaxPendingSteps);
+  return pending;
 }
 
 void SummaryCollector::record_metrics(const std::map<std::string, double>& metrics) {
@@ -251,6 +278,7 @@ void SummaryCollector::on_train_epoch_end(nn::RunContext& rc) { record_metrics(r
 void SummaryCollector::on_eval_end(nn::RunContext& rc) { record_metrics(rc.metrics); }
 
 void SummaryCollector::on_train_end(nn::RunContext& rc) {
+  if (idle_) idle_->finish_all();
   if (session_open_) {
     record_->end_hparams_session(true, last_step_);
     session_open_ = false;

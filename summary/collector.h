@@ -50,11 +50,13 @@
 //                                     before that (training ended by an exception).
 //   collect_eval_lineage (on)         see above.
 //
-// Cost on the training thread, at a collected step: the histograms and gradient norms, computed
-// from the live tensors (no copies) one tensor per task on the thread pool (both pool threads
-// take part: a writer thread doing the same work would compete with the next step's kernels for
-// the cores); the writer thread frames and writes the finished events. The graph and the input
-// image are recorded once per run (MindSpore collects the input data at the first step only).
+// Cost on the training thread, at a collected step: copies of the selected parameters (the next
+// step updates them in place) and references to the returned gradients; the histograms and norms
+// are computed by an IdleWorker (summary/idle_worker.h: a thread that runs only where a core
+// would otherwise idle) and written after the step's scalars. At most four collected steps wait;
+// past that the training thread computes the oldest itself on the kernels' pool. The graph and
+// the input image are recorded once per run (MindSpore collects the input data at the first step
+// only).
 // bench/README.md ("Summaries") has the cost.
 //
 // Everything queued is written when training ends (flush at on_train_end) and when the collector
@@ -64,12 +66,16 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "core/ir/tensor.h"
 #include "nn/callback.h"
+#include "summary/distributions.h"
+#include "summary/idle_worker.h"
 #include "summary/summary_record.h"
 
 namespace loom::summary {
@@ -92,6 +98,26 @@ struct SummaryCollectorOptions {
   std::int64_t max_file_size = 0;  // bytes per event file; 0: no limit
   std::map<std::string, HParamValue> custom_lineage_data;
 };
+
+// The collections by name, as `loom train --summary-collect` takes them: collect_specified_data's
+// keys without "collect_" — metric, learning_rate, graph, input_data, histogram, train_lineage,
+// eval_lineage, gradients ("histogram" is the parameter histograms: histogram_regular's selection,
+// the first five parameters by default).
+const std::vector<std::string>& collection_names();
+
+// Applies one "+NAME" (collect it) or "-NAME" (do not) over what `options` selects already:
+//
+//   SummaryCollectorOptions o;                 // MindSpore's defaults
+//   select_collection(o, "+gradients");        // collect_gradients = true
+//   select_collection(o, "-histogram");        // no parameter histograms
+//
+// MindSpore has no switch for the parameter histograms (they are off only when histogram_regular
+// is left out with keep_default_action = false), so "-histogram" sets every unset field to what it
+// means now, clears histogram_regular and sets keep_default_action to false; "+histogram" keeps a
+// histogram_regular already given, else selects the first five the same way (keep_default_action
+// true, every other field explicit). ValueError ("expected +NAME or -NAME with NAME one of metric,
+// ..., gradients, got '<item>'") for anything else.
+void select_collection(SummaryCollectorOptions& options, const std::string& item);
 
 class SummaryCollector : public nn::Callback {
  public:
@@ -118,15 +144,35 @@ class SummaryCollector : public nn::Callback {
   void start_lineage(nn::RunContext& rc);
   // Whether parameter `name` (the index-th) is in the histogram selection.
   bool histogram_selected(const std::string& name, int taken) const;
+  // The parameters whose histograms are recorded and which gradients get histograms: looked up
+  // once per training (the regular expression is not matched at every step).
+  void select_distributions(nn::RunContext& rc);
+  // A collected step's histograms and norms: its values taken, the work posted to the idle
+  // thread. Null when there is nothing to record.
+  struct PendingDistributions {
+    std::unique_ptr<StepValues> values;
+    std::vector<tb::Event> events;
+    std::shared_ptr<IdleWorker::Job> job;
+  };
+  std::shared_ptr<PendingDistributions> post_distributions(nn::RunContext& rc, std::int64_t step);
 
   SummaryCollectorOptions options_;
   bool metric_, lr_, graph_, input_, train_lineage_, eval_lineage_, gradients_;
   std::optional<std::regex> histogram_regex_;  // unset with histograms on: the first five
   bool histograms_ = false;
+  // Declared before record_: destroyed after it, whose writer may wait for the idle jobs.
+  std::unique_ptr<IdleWorker> idle_;
   std::unique_ptr<SummaryRecord> record_;
   Tensor pending_images_;
   bool graph_done_ = false, first_step_ = true, session_open_ = false, input_done_ = false;
   std::int64_t last_step_ = 0;
+  // Collected steps not yet computed by the idle thread at most; past it the training thread
+  // computes the oldest itself.
+  static constexpr std::size_t kMaxPendingSteps = 4;
+  const nn::Cell* selected_for_ = nullptr;  // the network selection_ belongs to
+  std::shared_ptr<const DistributionSelection> selection_;
+  std::mutex spare_mu_;
+  std::vector<std::unique_ptr<StepValues>> spare_;  // copies' storage, reused
 };
 
 }  // namespace loom::summary

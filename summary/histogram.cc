@@ -192,6 +192,7 @@ void moments_lanes(const T* values, std::size_t n, double* mn, double* mx, doubl
 // intrinsics' undefined registers here.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 void moments_lanes(const float* values, std::size_t n, double* mn, double* mx, double* s,
                    double* q, double* c) {
   const __m512d big = _mm512_set1_pd(std::numeric_limits<double>::max());
@@ -296,36 +297,177 @@ void count_buckets(const double* values, std::size_t n, bool all_finite, std::ui
   count_with(values, n, all_finite, lane, nb, bucket_index().view());
 }
 
+// The finite values' min, max and count in one block: where its buckets lie (pass one of a
+// block; the moments are the whole tensor's, task 0).
 template <class T>
-Histogram build(const T* values, std::size_t n) {
+struct Range {
+  T mn = std::numeric_limits<T>::max(), mx = -std::numeric_limits<T>::max();
+  std::size_t finite = 0;
+};
+
+template <class T>
+Range<T> finite_range(const T* values, std::size_t n) {
+  constexpr T kBig = std::numeric_limits<T>::max();
+  // A vector register's worth of independent lanes, in the form GCC vectorizes (compare and
+  // select; counters as wide as T): ≈ 0.09 ns a Float32 value, against 0.6 for the plain loop.
+  constexpr std::size_t L = 64 / sizeof(T);
+  using Count = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+  T mn[L], mx[L];
+  Count finite[L];
+  for (std::size_t j = 0; j < L; ++j) mn[j] = kBig, mx[j] = -kBig, finite[j] = 0;
+  std::size_t i = 0;
+  for (; i + L <= n; i += L) {
+    for (std::size_t j = 0; j < L; ++j) {
+      const T x = values[i + j];
+      const bool f = std::fabs(x) <= kBig;  // false for NaN and ±inf
+      const T low = f ? x : kBig, high = f ? x : -kBig;
+      mn[j] = low < mn[j] ? low : mn[j];
+      mx[j] = high > mx[j] ? high : mx[j];
+      finite[j] += f ? Count{1} : Count{0};
+    }
+  }
+  for (std::size_t j = 0; i < n; ++i, ++j) {
+    const T x = values[i];
+    const bool f = std::fabs(x) <= kBig;
+    mn[j] = std::min(mn[j], f ? x : kBig);
+    mx[j] = std::max(mx[j], f ? x : -kBig);
+    finite[j] += f ? Count{1} : Count{0};
+  }
+  Range<T> r;
+  for (std::size_t j = 0; j < L; ++j) {
+    r.mn = std::min(r.mn, mn[j]);
+    r.mx = std::max(r.mx, mx[j]);
+    r.finite += static_cast<std::size_t>(finite[j]);
+  }
+  return r;
+}
+
+// One block's bucket counts: buckets lo .. lo + counts.size() - 1.
+struct BlockCounts {
+  std::size_t lo = 0;
+  std::vector<std::uint32_t> counts;
+};
+
+template <class T>
+void count_block(const T* values, std::size_t n, BlockCounts& out) {
+  const Range<T> r = finite_range(values, n);
+  out.counts.clear();
+  if (r.finite == 0) return;
+  const std::size_t nb = default_bucket_limits().size();
+  const BucketIndex::View index = bucket_index().view();
+  const std::size_t lo = index(static_cast<double>(r.mn)), hi = index(static_cast<double>(r.mx));
+  // Four count arrays reused by each thread; only buckets lo..hi can be hit: only they are
+  // cleared and read.
+  thread_local std::vector<std::uint32_t> lanes;
+  if (lanes.size() != 4 * nb) lanes.assign(4 * nb, 0);
+  std::uint32_t* lane = lanes.data();
+  for (std::size_t l = 0; l < 4; ++l) std::fill(lane + l * nb + lo, lane + l * nb + hi + 1, 0u);
+  count_buckets(values, n, r.finite == n, lane, nb);
+  out.lo = lo;
+  out.counts.resize(hi - lo + 1);
+  for (std::size_t b = lo; b <= hi; ++b)
+    out.counts[b - lo] = lane[b] + lane[nb + b] + lane[2 * nb + b] + lane[3 * nb + b];
+}
+
+}  // namespace
+
+struct HistogramParts::State {
+  const float* f = nullptr;
+  const double* d = nullptr;
+  std::size_t n = 0;
+  std::vector<double> converted;  // other dtypes' values
+  Moments moments;
+  std::vector<BlockCounts> blocks;
+
+  std::size_t blocks_needed() const { return (n + kBlock - 1) / kBlock; }
+};
+
+HistogramParts::HistogramParts(std::span<const float> values) : state_(std::make_unique<State>()) {
+  state_->f = values.data();
+  state_->n = values.size();
+  state_->blocks.resize(state_->blocks_needed());
+}
+
+HistogramParts::HistogramParts(std::span<const double> values)
+    : state_(std::make_unique<State>()) {
+  state_->d = values.data();
+  state_->n = values.size();
+  state_->blocks.resize(state_->blocks_needed());
+}
+
+HistogramParts::HistogramParts(const Tensor& t) : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.n = static_cast<std::size_t>(t.numel());
+  if (t.dtype() == DType::kFloat32) {
+    s.f = t.data<float>();
+  } else if (t.dtype() == DType::kFloat64) {
+    s.d = t.data<double>();
+  } else {
+    s.converted = t.to_doubles();
+    s.d = s.converted.data();
+  }
+  s.blocks.resize(s.blocks_needed());
+}
+
+HistogramParts::HistogramParts(HistogramParts&&) noexcept = default;
+HistogramParts& HistogramParts::operator=(HistogramParts&&) noexcept = default;
+HistogramParts::~HistogramParts() = default;
+
+std::int64_t HistogramParts::num_tasks() const {
+  return 1 + static_cast<std::int64_t>(state_->blocks.size());
+}
+
+std::int64_t HistogramParts::task_size(std::int64_t i) const {
+  const State& s = *state_;
+  if (i == 0) return static_cast<std::int64_t>(s.n);
+  const std::size_t begin = static_cast<std::size_t>(i - 1) * kBlock;
+  return static_cast<std::int64_t>(std::min(kBlock, s.n - begin));
+}
+
+void HistogramParts::run(std::int64_t i) {
+  State& s = *state_;
+  if (i == 0) {
+    s.moments = s.f ? moments(s.f, s.n) : moments(s.d, s.n);
+    return;
+  }
+  const std::size_t begin = static_cast<std::size_t>(i - 1) * kBlock;
+  const std::size_t len = std::min(kBlock, s.n - begin);
+  BlockCounts& out = s.blocks[static_cast<std::size_t>(i - 1)];
+  if (s.f) {
+    count_block(s.f + begin, len, out);
+  } else {
+    count_block(s.d + begin, len, out);
+  }
+}
+
+Histogram HistogramParts::finish() {
+  const State& s = *state_;
   const std::vector<double>& limits = default_bucket_limits();
   const std::size_t nb = limits.size();
-  const Moments m = moments(values, n);
-  // Only buckets lo..hi (those of min and max) can be non-empty: only they are cleared, counted
-  // and listed; the empty runs on either side are one entry each, as the full scan gives.
+  const Moments& m = s.moments;
+  // Only buckets lo..hi (those of min and max) can be non-empty: only they are listed; the empty
+  // runs on either side are one entry each, as the full scan gives.
   std::size_t lo = 0, hi = nb - 1;
   if (m.finite > 0) {
     const BucketIndex::View index = bucket_index().view();
     lo = index(m.mn);
     hi = index(m.mx);
   }
-  thread_local std::vector<std::uint32_t> lanes;
-  if (lanes.size() != 4 * nb) lanes.assign(4 * nb, 0);
-  for (std::size_t l = 0; l < 4; ++l) std::fill(&lanes[l * nb + lo], &lanes[l * nb + hi] + 1, 0u);
-  count_buckets(values, n, m.finite == static_cast<std::int64_t>(n), lanes.data(), nb);
-  const std::uint32_t* lane = lanes.data();
+  std::vector<std::uint64_t> counts(hi - lo + 1, 0);
+  for (const BlockCounts& b : s.blocks)
+    for (std::size_t k = 0; k < b.counts.size(); ++k) counts[b.lo + k - lo] += b.counts[k];
   Histogram h;
-  h.skipped = static_cast<std::int64_t>(n) - m.finite;
+  h.skipped = static_cast<std::int64_t>(s.n) - m.finite;
   tb::HistogramProto& p = h.proto;
   p.set_min(m.mn);
   p.set_max(m.mx);
   p.set_num(static_cast<double>(m.finite));
   p.set_sum(m.sum);
   p.set_sum_squares(m.sum_sq);
-  auto count = [&](std::size_t b) {
-    return double(lane[b]) + double(lane[nb + b]) + double(lane[2 * nb + b]) +
-           double(lane[3 * nb + b]);
-  };
+  auto count = [&](std::size_t b) { return static_cast<double>(counts[b - lo]); };
+  // At most one entry per bucket in lo..hi, plus one on each side.
+  p.mutable_bucket_limit()->Reserve(static_cast<int>(hi - lo + 3));
+  p.mutable_bucket()->Reserve(static_cast<int>(hi - lo + 3));
   // Each non-empty bucket, and each run of empty buckets collapsed into one entry.
   if (lo > 0) {
     p.add_bucket_limit(limits[lo - 1]);
@@ -349,22 +491,23 @@ Histogram build(const T* values, std::size_t n) {
   return h;
 }
 
+namespace {
+
+Histogram build(HistogramParts parts) {
+  for (std::int64_t i = 0; i < parts.num_tasks(); ++i) parts.run(i);
+  return parts.finish();
+}
+
 }  // namespace
 
 Histogram make_histogram(std::span<const double> values) {
-  return build(values.data(), values.size());
+  return build(HistogramParts(values));
 }
 
 Histogram make_histogram(std::span<const float> values) {
-  return build(values.data(), values.size());
+  return build(HistogramParts(values));
 }
 
-Histogram make_histogram(const Tensor& t) {
-  const auto n = static_cast<std::size_t>(t.numel());
-  if (t.dtype() == DType::kFloat32) return build(t.data<float>(), n);
-  if (t.dtype() == DType::kFloat64) return build(t.data<double>(), n);
-  const std::vector<double> v = t.to_doubles();
-  return make_histogram(std::span<const double>(v));
-}
+Histogram make_histogram(const Tensor& t) { return build(HistogramParts(t)); }
 
 }  // namespace loom::summary

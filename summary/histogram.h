@@ -17,7 +17,9 @@
 // Float32 / float64 tensors are read in place (no conversion copy).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -37,5 +39,42 @@ Histogram make_histogram(std::span<const double> values);
 Histogram make_histogram(std::span<const float> values);
 // Any numeric dtype (values converted to double).
 Histogram make_histogram(const Tensor& t);
+
+// One histogram's work as tasks that several threads can share: task 0 sums the moments over the
+// whole tensor, each further task counts the buckets of one block of kBlock values (its own
+// range pass first, so tasks need no order). finish() adds the blocks' counts (exact) and builds
+// the proto: bit for bit make_histogram's (make_histogram runs the same tasks in turn). For a
+// caller with several tensors (the collector at a collected step): a tensor much larger than the
+// rest no longer keeps one thread busy while the others wait.
+//
+//   HistogramParts parts(tensor);  // reads the tensor in place: keep it alive and unchanged
+//   pool.parallel_for(parts.num_tasks(), 1, [&](std::int64_t b, std::int64_t e) {
+//     for (; b < e; ++b) parts.run(b);
+//   });
+//   Histogram h = parts.finish();
+class HistogramParts {
+ public:
+  static constexpr std::size_t kBlock = 16384;
+
+  explicit HistogramParts(std::span<const float> values);
+  explicit HistogramParts(std::span<const double> values);
+  // Float32 / float64 read in place; other dtypes converted to double here.
+  explicit HistogramParts(const Tensor& t);
+  HistogramParts(HistogramParts&&) noexcept;
+  HistogramParts& operator=(HistogramParts&&) noexcept;
+  ~HistogramParts();
+
+  std::int64_t num_tasks() const;
+  // Values task i reads (to hand out the largest first).
+  std::int64_t task_size(std::int64_t i) const;
+  // Tasks may run concurrently, each once, in any order.
+  void run(std::int64_t i);
+  // After every task ran.
+  Histogram finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace loom::summary

@@ -9,6 +9,8 @@
 //   loom ckpt show FILE  a checkpoint's entries, checksums and training state (tools/ckpt_cmd.h)
 //   loom compare A B  two dumps tensor by tensor, the first failing node (tools/compare_cmd.h)
 //   loom debug DIR --watch SPEC  MindInsight's watch conditions over a dump (tools/debug_cmd.h)
+//   loom profile show DIR  a --profile folder: step breakdown, op types, top nodes, slowest rank
+//                     (tools/profile_cmd.h)
 #include <cblas.h>
 
 
@@ -27,6 +29,7 @@
 #include "tools/compare_cmd.h"
 #include "tools/debug_cmd.h"
 #include "tools/mindir_cmd.h"
+#include "tools/profile_cmd.h"
 #include "tools/train_cmd.h"
 
 namespace {
@@ -44,7 +47,8 @@ constexpr char kUsage[] =
     "  mindir show FILE  list a MindIR file's inputs, outputs, ops and parameters\n"
     "  ckpt show FILE  list a checkpoint's entries (dtype, shape, CRC-32) and training state\n"
     "  compare A B  compare two dumps tensor by tensor; name the first failing node\n"
-    "  debug DIR --watch SPEC  check MindInsight's watch conditions on a dump (loom debug -h)\n";
+    "  debug DIR --watch SPEC  check MindInsight's watch conditions on a dump (loom debug -h)\n"
+    "  profile show DIR  a --profile folder's step breakdown, op types, top nodes, slowest rank\n";
 
 int info() {
   std::cout << "loom " << LOOM_VERSION << "\n";
@@ -114,9 +118,10 @@ int run(const std::vector<std::string>& args) {
   if (args[0] == "ckpt") return loom::tools::ckpt_command(rest);
   if (args[0] == "compare") return loom::tools::compare_command(rest);
   if (args[0] == "debug") return loom::tools::debug_command(rest);
+  if (args[0] == "profile") return loom::tools::profile_command(rest);
   throw loom::ValueError(
       "loom: expected a command (info, ops, train, eval, summary, export, run, mindir, ckpt, "
-      "compare, debug), got '" + args[0] + "'");
+      "compare, debug, profile), got '" + args[0] + "'");
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "models/zoo.h"
 #include "nn/context.h"
 #include "parallel/parallel.h"
+#include "summary/collector.h"
 #include "summary/reader.h"
 #include "tools/progress.h"
 #include "train/run.h"
@@ -71,11 +72,16 @@ constexpr char kTrainHelp[] =
     "                      --train-samples and --deterministic as the first run; the result is\n"
     "                      bitwise that of a run never stopped\n"
     "summaries (TensorBoard: tensorboard --logdir D):\n"
-    "  --summary-dir D     write TensorBoard event files to D: loss, learning_rate, test\n"
-    "                      accuracy / eval_loss per epoch, parameter and gradient histograms,\n"
-    "                      gradient norms, the step graph, one input batch, an hparams session\n"
-    "                      (model, lr, batch size, optimizer, seed, final accuracy)\n"
+    "  --summary-dir D     write TensorBoard event files to D; MindSpore's default collection:\n"
+    "                      loss, learning_rate, test accuracy / eval_loss per epoch, histograms\n"
+    "                      of the first five parameters, the step graph, one input batch, an\n"
+    "                      hparams session (model, lr, batch size, optimizer, seed, accuracy)\n"
     "  --summary-freq N    collect every N global steps (default 10, MindSpore's collect_freq)\n"
+    "  --summary-collect LIST  collections on (+NAME) or off (-NAME), comma-separated, over the\n"
+    "                      default; NAME one of MindSpore's collect_specified_data keys: metric,\n"
+    "                      learning_rate, graph, input_data, histogram, train_lineage,\n"
+    "                      eval_lineage, gradients (off by default: gradient histograms\n"
+    "                      <param>/grad and gradient_norm scalars). E.g. +gradients,-graph\n"
     "graphs and kernels:\n"
     "  --save-graphs D     dump every compile stage of the training step and the evaluation as\n"
     "                      D/train_step/NN_<stage>.ir and .dot (traced, grad, then every pass;\n"
@@ -101,10 +107,19 @@ constexpr char kTrainHelp[] =
     "  --watch-every N     check every N-th step (default 1)\n"
     "  --watch-stop        end training at the first hit, with a checkpoint (--ckpt-dir, else\n"
     "                      MODEL-watch_<step>.ckpt here)\n"
+    "profiling (docs/profiling.md):\n"
+    "  --profile D         profile steps --profile-start-step..--profile-stop-step into D:\n"
+    "                      per-op and per-node tables (MindSpore's columns, FLOP/s, % of peak),\n"
+    "                      the step breakdown, a Trace Event timeline; `loom profile show D`\n"
+    "  --profile-start-step N  the first step profiled (1-based global step; default 1)\n"
+    "  --profile-stop-step M   the last (default 10)\n"
+    "  --profile-memory    also the step plan's buffers, the live bytes and the RSS\n"
+    "  --profile-communication  also every all-reduce bucket (under mpirun)\n"
     "for tests and quick runs:\n"
     "  --train-samples N   train on the first N training images only (default all)\n"
     "  --test-samples N    evaluate on the first N test images only (default all)\n"
     "  --step-delay-ms N   sleep N ms after every step (tests that kill a run mid-epoch)\n"
+    "  --step-delay-rank R only on rank R (under mpirun: a slow rank)\n"
     "data parallelism: mpirun -np N loom train MODEL ... (Open MPI; detected, no flag)\n"
     "  every rank starts from the same seed and rank 0's weights, trains on its shard of each\n"
     "  global batch (rows r, r+N, ... of the shuffled order) and all-reduces the gradients (mean),\n"
@@ -125,7 +140,8 @@ constexpr char kTrainHelp[] =
     "weights_sha256, in rank order: equal when the ranks agree, except in models with\n"
     "BatchNorm, whose moving statistics are each rank's own); with --ckpt-dir: checkpoint (the\n"
     "last file saved); when resumed: resumed_from, initial_step; with --launch-log: launch_log;\n"
-    "with a dump: dump, dump_bytes; with --watch: watch_hits, watch_stopped.\n";
+    "with a dump: dump, dump_bytes; with --watch: watch_hits, watch_stopped; with --profile:\n"
+    "profile, profile_steps.\n";
 
 constexpr char kEvalHelp[] =
     "usage: loom eval MODEL [options]\n"
@@ -233,6 +249,25 @@ std::string non_empty(const std::string& flag, const std::string& v, const char*
   return v;
 }
 
+// "+gradients,-graph": each item checked (summary::select_collection) and appended to `items`.
+void parse_summary_collect(const std::string& flag, const std::string& text,
+                           std::vector<std::string>& items) {
+  summary::SummaryCollectorOptions check;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma - start);
+    try {
+      summary::select_collection(check, item);
+    } catch (const ValueError& e) {
+      throw UsageError(flag + ": " + e.what());
+    }
+    items.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+}
+
 Options parse_options(const std::string& command, const std::vector<std::string>& args) {
   Options o;
   o.command = command;
@@ -241,8 +276,10 @@ Options parse_options(const std::string& command, const std::vector<std::string>
   const std::vector<std::string> train_only = {
       "--epochs",   "--lr",       "--train-samples", "--momentum",    "--weight-decay",
       "--ckpt-dir", "--save-steps", "--keep-ckpt",   "--resume",      "--summary-dir",
-      "--summary-freq", "--step-delay-ms", "--optimizer", "--clip-grad-norm", "--launch-log",
-      "--launch-log-step", "--watch", "--watch-every", "--watch-stop"};
+      "--summary-freq", "--summary-collect", "--step-delay-ms", "--optimizer", "--clip-grad-norm", "--launch-log",
+      "--launch-log-step", "--watch", "--watch-every", "--watch-stop", "--profile",
+      "--profile-start-step", "--profile-stop-step", "--profile-memory",
+      "--profile-communication", "--step-delay-rank"};
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i];
     std::optional<std::string> inline_value;
@@ -299,6 +336,8 @@ Options parse_options(const std::string& command, const std::vector<std::string>
       o.run.summary_dir = non_empty(flag, value(), "a directory");
     } else if (flag == "--summary-freq") {
       o.run.summary_freq = parse_int<std::int64_t>(flag, value(), 1, 1000000000);
+    } else if (flag == "--summary-collect") {
+      parse_summary_collect(flag, value(), o.run.summary_collect);
     } else if (flag == "--step-delay-ms") {
       o.run.step_delay_ms = parse_int<std::int64_t>(flag, value(), 0, 60000);
     } else if (flag == "--deterministic") {
@@ -359,6 +398,20 @@ Options parse_options(const std::string& command, const std::vector<std::string>
     } else if (flag == "--watch-stop") {
       no_value();
       o.run.debug.watch_stop = true;
+    } else if (flag == "--profile") {
+      o.run.debug.profile_dir = non_empty(flag, value(), "a directory");
+    } else if (flag == "--profile-start-step") {
+      o.run.debug.profile_start_step = parse_int<std::int64_t>(flag, value(), 1, 1000000000);
+    } else if (flag == "--profile-stop-step") {
+      o.run.debug.profile_stop_step = parse_int<std::int64_t>(flag, value(), 1, 1000000000);
+    } else if (flag == "--profile-memory") {
+      no_value();
+      o.run.debug.profile_memory = true;
+    } else if (flag == "--profile-communication") {
+      no_value();
+      o.run.debug.profile_communication = true;
+    } else if (flag == "--step-delay-rank") {
+      o.run.step_delay_rank = parse_int<int>(flag, value(), 0, 65535);
     } else if (flag == "--threads") {
       o.run.threads = parse_int<int>(flag, value(), 1, 1024);
     } else if (flag == "--json") {
@@ -384,9 +437,22 @@ Options parse_options(const std::string& command, const std::vector<std::string>
   if (std::none_of(all.begin(), all.end(), [&](const auto& r) { return r.name == o.run.model; })) {
     throw UsageError("expected a model in (" + model_names() + "), got '" + o.run.model + "'");
   }
+  if (o.run.debug.profile_dir.empty() &&
+      (o.run.debug.profile_memory || o.run.debug.profile_communication ||
+       o.run.debug.profile_start_step != 1 || o.run.debug.profile_stop_step != 10)) {
+    throw UsageError("--profile-*: needs --profile DIR (the folder to write)");
+  }
+  if (o.run.debug.profile_stop_step < o.run.debug.profile_start_step) {
+    throw UsageError("--profile-stop-step: expected at least --profile-start-step (" +
+                     std::to_string(o.run.debug.profile_start_step) + "), got " +
+                     std::to_string(o.run.debug.profile_stop_step));
+  }
   if ((o.run.debug.watch_stop || o.run.debug.watch_every != 1) && o.run.debug.watch.empty()) {
     throw UsageError(std::string(o.run.debug.watch_stop ? "--watch-stop" : "--watch-every") +
                      ": needs --watch (the conditions to watch)");
+  }
+  if (!o.run.summary_collect.empty() && o.run.summary_dir.empty()) {
+    throw UsageError("--summary-collect: needs --summary-dir (where the summaries go)");
   }
   if (o.run.resume == "auto" && o.run.ckpt_dir.empty()) {
     throw UsageError("--resume auto: needs --ckpt-dir (the directory to look in)");
@@ -469,6 +535,10 @@ int run_train(const Options& o) {
               << "/eval (NN_<stage>.ir, .dot)" << std::endl;
   }
   if (!r.launch_log.empty()) std::cout << "launch log: " << r.launch_log << std::endl;
+  if (!r.profile.empty()) {
+    std::cout << "profile: " << r.profile << " (" << r.profile_steps << " steps; `loom profile show "
+              << r.profile << "`)" << std::endl;
+  }
   if (r.watch_hits >= 0) {
     std::cout << "watch: " << r.watch_hits << (r.watch_hits == 1 ? " hit" : " hits")
               << (r.watch_stopped ? "; training stopped at the first" : "") << std::endl;

@@ -20,6 +20,7 @@
 #include "core/random/random.h"
 #include "debug/dump.h"
 #include "debug/numerics.h"
+#include "debug/profiler.h"
 #include "debug/watch.h"
 #include "models/zoo.h"
 #include "nn/loss.h"
@@ -58,6 +59,7 @@ struct Resolved {
   optim::OptimizerSpec optimizer;
   bool scheduled = false;  // the recipe's learning rate is a schedule
   double lr_scale = 1;     // --lr over the recipe's learning rate (scales a schedule)
+  summary::SummaryCollectorOptions summary;  // --summary-freq and --summary-collect applied
 };
 
 const models::Recipe& find_recipe(const std::string& model) {
@@ -117,6 +119,14 @@ Resolved resolve(const RunConfig& c) {
   if (c.momentum) r.optimizer.momentum = *c.momentum;
   if (c.weight_decay) r.optimizer.weight_decay = *c.weight_decay;
   if (c.clip_grad_norm > 0) r.optimizer.clip_global_norm = c.clip_grad_norm;
+  r.summary.collect_freq = c.summary_freq;
+  for (const std::string& item : c.summary_collect) {
+    try {
+      summary::select_collection(r.summary, item);
+    } catch (const ValueError& e) {
+      throw ConfigError(std::string("--summary-collect: ") + e.what());
+    }
+  }
   return r;
 }
 
@@ -315,6 +325,10 @@ std::string RunResult::to_json() const {
     j["dump"] = dump;
     j["dump_bytes"] = dump_bytes;
   }
+  if (!profile.empty()) {
+    j["profile"] = profile;
+    j["profile_steps"] = profile_steps;
+  }
   if (watch_hits >= 0) {
     j["watch_hits"] = watch_hits;
     j["watch_stopped"] = watch_stopped;
@@ -348,6 +362,7 @@ struct DebugTools {
   std::shared_ptr<debug::Dumper> dumper;
   std::shared_ptr<debug::NumericsChecker> numerics;
   std::shared_ptr<debug::Watcher> watcher;
+  std::shared_ptr<debug::Profiler> profiler;
 };
 
 // --watch-stop without --ckpt-dir: the state at the hit's step, saved in the current folder
@@ -415,6 +430,24 @@ DebugTools make_debug_tools(const DebugOptions& o, const std::string& net, int r
         .dump_dir = config ? config->path : "numerics_dump", .net_name = net, .rank = rank});
     model.add_observer(t.numerics);
     if (callbacks) callbacks->push_back(t.numerics.get());
+  }
+  if (!o.profile_dir.empty() && callbacks) {
+    try {
+      t.profiler = std::make_shared<debug::Profiler>(debug::ProfilerOptions{
+          .output_path = o.profile_dir,
+          .start_step = o.profile_start_step,
+          .stop_step = o.profile_stop_step,
+          .profile_memory = o.profile_memory,
+          .profile_communication = o.profile_communication,
+          .rank = rank,
+          .ranks = parallel::world().size(),
+          .model = net});
+    } catch (const ValueError& e) {
+      throw ConfigError(std::string("--profile-start-step/--profile-stop-step: ") + e.what());
+    }
+    model.add_observer(t.profiler);
+    // First of the callbacks: its step ends right after the step, before the others' work.
+    callbacks->insert(callbacks->begin(), t.profiler.get());
   }
   if (!o.watch.empty() && callbacks) {
     std::vector<debug::WatchCondition> conditions;
@@ -565,7 +598,7 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
   // Callbacks, in order: the debug tools; the step delay; checkpoints; summaries; the launch
   // log; the caller's. (The test set is evaluated by fit() before them at each epoch's end.)
   std::unique_ptr<StepDelay> delay;
-  if (c.step_delay_ms > 0) {
+  if (c.step_delay_ms > 0 && (c.step_delay_rank < 0 || c.step_delay_rank == comm.rank())) {
     delay = std::make_unique<StepDelay>(c.step_delay_ms);
     callbacks.push_back(delay.get());
   }
@@ -595,11 +628,9 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
     }
     // Under mpirun one event file per rank, in <dir>/rank_<r>.
     result.summary_dir = nranks > 1 ? parallel::rank_dir(c.summary_dir) : c.summary_dir;
-    collector = std::make_unique<summary::SummaryCollector>(
-        result.summary_dir,
-        summary::SummaryCollectorOptions{.collect_freq = c.summary_freq,
-                                         .collect_specified_data = {.collect_gradients = true},
-                                         .custom_lineage_data = std::move(lineage)});
+    summary::SummaryCollectorOptions options = rs.summary;
+    options.custom_lineage_data = std::move(lineage);
+    collector = std::make_unique<summary::SummaryCollector>(result.summary_dir, std::move(options));
     // Gradients are extra outputs of the step: on before its first compilation.
     if (collector->wants_gradients()) model.build_train_network().set_return_gradients(true);
     callbacks.push_back(collector.get());
@@ -676,6 +707,18 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
   if (debug_tools.dumper) {
     result.dump = debug_tools.dumper->config().path;
     result.dump_bytes = debug_tools.dumper->bytes_written();
+  }
+  if (debug_tools.profiler) {
+    if (debug_tools.profiler->steps_recorded() == 0) {
+      if (hooks.on_note) {
+        hooks.on_note("profile: nothing recorded: steps " + std::to_string(c.debug.profile_start_step) +
+                      " to " + std::to_string(c.debug.profile_stop_step) + " did not run");
+      }
+    } else {
+      debug_tools.profiler->analyse();
+      result.profile = c.debug.profile_dir;
+      result.profile_steps = debug_tools.profiler->steps_recorded();
+    }
   }
   if (debug_tools.watcher) {
     result.watch_hits = static_cast<std::int64_t>(debug_tools.watcher->hits().size());

@@ -58,6 +58,11 @@ struct DebugOptions {
   std::string watch;         // --watch SPEC (debug/watch.h)
   std::int64_t watch_every = 1;
   bool watch_stop = false;   // end training at the first hit, with a checkpoint
+  // The profiler (debug/profiler.h): steps profile_start_step..profile_stop_step recorded and
+  // written to profile_dir (every rank its own files) when training ends.
+  std::string profile_dir;
+  std::int64_t profile_start_step = 1, profile_stop_step = 10;
+  bool profile_memory = false, profile_communication = false;
 };
 
 // A run; unset fields take the recipe's defaults.
@@ -88,6 +93,9 @@ struct RunConfig {
   // Summaries.
   std::string summary_dir;
   std::int64_t summary_freq = 10;
+  // "+gradients", "-graph"...: collections on or off over MindSpore's defaults, in order
+  // (summary::select_collection; ConfigError for an unknown name).
+  std::vector<std::string> summary_collect;
   // Graphs and passes: dumps of every compile stage (D/train_step/NN_<stage>.ir, D/eval/...),
   // and the pipeline text replacing the training and evaluation pipelines ("" = theirs).
   std::string save_graphs_dir;
@@ -95,8 +103,9 @@ struct RunConfig {
   // A CSV of every kernel launch of one training step (an observer; see launch_log.h).
   std::string launch_log;
   std::int64_t launch_log_step = 1;
-  // A pause after every step (tests that kill a run mid-epoch).
+  // A pause after every step (tests that kill a run mid-epoch), on every rank or on one.
   std::int64_t step_delay_ms = 0;
+  int step_delay_rank = -1;  // -1: every rank
   DebugOptions debug;
 };
 
@@ -134,6 +143,8 @@ struct RunResult {
   std::string dump;           // the dump folder ("" without a dump)
   std::uint64_t dump_bytes = 0;
   std::int64_t watch_hits = -1;  // watchpoint hits (-1 without --watch)
+  std::string profile;           // the profiler's folder ("" without --profile)
+  std::int64_t profile_steps = 0;
   bool watch_stopped = false;    // --watch-stop ended training at a hit
   bool evaluated_only = false;  // resumed from the end of training: evaluated, not trained
 

@@ -111,5 +111,5 @@ grep -q "^Exit status: 0 checked, no hit; 1 hits found; 2 usage error or bad inp
 set +e
 "$loom" nonsense > /dev/null 2> "$tmp/err"
 set -e
-grep -q "ckpt, compare, debug)" "$tmp/err" || fail "loom's command list: $(cat "$tmp/err")"
+grep -q "ckpt, compare, debug, profile)" "$tmp/err" || fail "loom's command list: $(cat "$tmp/err")"
 echo "watch_cli: exit 0 without hits, 1 with the expected hits, 2 on each bad input"
