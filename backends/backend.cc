@@ -4,6 +4,7 @@
 #include <array>
 #include <mutex>
 
+#include "backends/gpu/cuda_backend.h"
 #include "core/ir/error.h"
 
 namespace loom::backend {
@@ -22,18 +23,32 @@ Backends& backends() {
 
 }  // namespace
 
+#ifndef LOOM_HAVE_CUDA
+Backend* cuda_backend_or_null() { return nullptr; }
+std::string cuda_unavailable_reason() {
+  return "this build of loom has no CUDA backend (built with LOOM_CUDA=OFF or without the CUDA "
+         "toolkit)";
+}
+#endif
+
 Backend* find_backend(Device device) {
   if (device == Device::kCPU) return &cpu_backend();
   Backends& b = backends();
-  std::lock_guard<std::mutex> lock(b.mu);
-  return b.by_device[static_cast<std::size_t>(device)];
+  {
+    std::lock_guard<std::mutex> lock(b.mu);
+    if (Backend* r = b.by_device[static_cast<std::size_t>(device)]) return r;
+  }
+  // The CUDA backend registers itself at its first use (where the build and the machine have it).
+  if (device == Device::kCUDA) return cuda_backend_or_null();
+  return nullptr;
 }
 
 Backend& get_backend(Device device) {
   if (Backend* b = find_backend(device)) return *b;
+  const std::string why = device == Device::kCUDA ? cuda_unavailable_reason()
+                                                   : "this build of loom has no such backend";
   throw ValueError(std::string(device_name(device)) + ": expected a backend for this device, got "
-                   "none (this build of loom has no " + std::string(device_name(device)) +
-                   " backend)");
+                   "none (" + why + ")");
 }
 
 void register_backend(Backend& backend) {

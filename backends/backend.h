@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -18,6 +19,14 @@
 #include "backends/kernel.h"
 
 namespace loom::backend {
+
+// Work queued on a backend's context, recorded once and replayed as a whole (a CUDA graph): the
+// same kernels on the same memory, one launch instead of hundreds.
+class RecordedWork {
+ public:
+  virtual ~RecordedWork() = default;
+  virtual void replay() = 0;
+};
 
 class Backend {
  public:
@@ -42,6 +51,15 @@ class Backend {
   virtual ExecutionContext& context() = 0;
   // Waits until everything queued on context() is done (nothing to wait for on the CPU).
   virtual void synchronize() {}
+
+  // Records what `queue` queues on context() without running any of it. Null where this
+  // backend cannot record (the CPU: nothing to gain), where recording is switched off
+  // (LOOM_CUDA_GRAPHS=0), or where `queue` did something that cannot be recorded (a
+  // synchronization, a host read): the caller then runs the work as usual, which also reports
+  // any real error the recording swallowed.
+  virtual std::unique_ptr<RecordedWork> record(const std::function<void()>& queue) {
+    return nullptr;
+  }
 
   // This backend's kernels. Rooms that bring kernels of their own (parallel/ adds the
   // communication kernels at init) add them through kernels_mutable() before compiling.

@@ -141,6 +141,11 @@ std::string serialize_checkpoint(const Checkpoint& ck, const SaveOptions& option
   for (const auto& [name, t] : ck.tensors) {
     check_name(name);
     if (!t.defined()) throw ValueError("save_checkpoint: tensor '" + name + "' is undefined");
+    if (!t.is_host()) {
+      throw ValueError("save_checkpoint: expected tensor '" + name + "' in host memory, got one "
+                       "on " + std::string(device_name(t.device())) +
+                       " (copy it with backend::to_host; save_checkpoint(Cell) does)");
+    }
     pb::Checkpoint::Value v;
     v.set_tag(name);
     pb::TensorProto* tp = v.mutable_tensor();

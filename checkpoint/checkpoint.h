@@ -58,8 +58,9 @@ struct SaveOptions {
 };
 
 // Returns the path written (with ".ckpt" appended when missing). Throws ValueError on an empty
-// or repeated name, FormatError (with errno text) when the file cannot be written; on any error
-// the previous file at `path` is untouched.
+// or repeated name or a tensor not in host memory (backend::to_host first; the Cell overload and
+// checkpoint::training_state copy device parameters themselves), FormatError (with errno text)
+// when the file cannot be written; on any error the previous file at `path` is untouched.
 std::string save_checkpoint(const Checkpoint& ck, const std::string& path,
                             const SaveOptions& options = {});
 std::string save_checkpoint(const NamedTensors& tensors, const std::string& path,
@@ -82,8 +83,9 @@ Checkpoint parse_checkpoint(const void* data, std::size_t size, const std::strin
                             const LoadOptions& options = {});
 
 // MindSpore's load_param_into_net: copies each checkpoint tensor into the cell's parameter of the
-// same name (in place: the parameter keeps its storage). Returns (param_not_load: the cell's
-// parameters that got no value, ckpt_not_load: checkpoint tensors that matched no parameter).
+// same name (in place: the parameter keeps its storage, on its device). Returns (param_not_load:
+// the cell's parameters that got no value, ckpt_not_load: checkpoint tensors that matched no
+// parameter).
 // strict_load=false also matches a parameter by a checkpoint name ending in "." + its name (or
 // the reverse), and converts float↔float and int↔int dtypes. A shape mismatch (after squeezing
 // trailing 1s, as MindSpore allows) or a dtype mismatch not converted is a ValueError naming the

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "backends/backend.h"
 #include "checkpoint/checkpoint.h"
 #include "core/ir/error.h"
 #include "nn/cell.h"
@@ -20,7 +21,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 std::string save_checkpoint(nn::Cell& cell, const std::string& path, const SaveOptions& options) {
   NamedTensors tensors;
-  for (auto& [name, p] : cell.parameters_and_names()) tensors.emplace_back(name, p->value);
+  // Parameters on a device are copied to the host (the file is the same wherever they live).
+  for (auto& [name, p] : cell.parameters_and_names()) {
+    tensors.emplace_back(name, backend::to_host(p->value));
+  }
   return save_checkpoint(tensors, path, options);
 }
 
@@ -89,13 +93,23 @@ std::pair<std::vector<std::string>, std::vector<std::string>> load_param_into_ne
     used[found] = true;
     copies.push_back({p, &src});
   }
-  // Every check passed: copy in place.
+  // Every check passed: copy in place, on the parameter's device (a parameter moved to a device
+  // stays there: the network keeps running where it was).
   for (const Copy& c : copies) {
     Tensor& dst = c.dst->value;
-    if (c.src->dtype() == dst.dtype()) {
-      if (dst.nbytes() > 0) std::memcpy(dst.raw_data(), c.src->raw_data(), dst.nbytes());
+    if (dst.nbytes() == 0) continue;
+    const Tensor src = backend::to_host(*c.src);
+    Tensor converted;
+    const void* bytes = src.raw_data();
+    if (src.dtype() != dst.dtype()) {
+      converted = Tensor(dst.dtype(), dst.shape());
+      for (std::int64_t i = 0; i < dst.numel(); ++i) converted.set(i, src.get(i));
+      bytes = converted.raw_data();
+    }
+    if (dst.is_host()) {
+      std::memcpy(dst.raw_data(), bytes, dst.nbytes());
     } else {
-      for (std::int64_t i = 0; i < dst.numel(); ++i) dst.set(i, c.src->get(i));
+      backend::get_backend(dst.device()).copy_from_host(dst.raw_data(), bytes, dst.nbytes());
     }
   }
   std::vector<std::string> ckpt_not_load;

@@ -6,6 +6,7 @@
 #include <regex>
 #include <system_error>
 
+#include "backends/backend.h"
 #include "core/random/random.h"
 #include "core/ir/error.h"
 #include "nn/cell.h"
@@ -41,7 +42,10 @@ Checkpoint training_state(const nn::RunContext& rc) {
     throw ValueError("training_state: the run context has no network or training step");
   }
   Checkpoint ck;
-  for (auto& [name, p] : rc.network->parameters_and_names()) ck.tensors.emplace_back(name, p->value);
+  // Parameters on a device are copied to the host; the optimizer's entries come as host copies.
+  for (auto& [name, p] : rc.network->parameters_and_names()) {
+    ck.tensors.emplace_back(name, backend::to_host(p->value));
+  }
   // The optimizer's entries as MindSpore names them: global_step, the learning rate(s), its
   // scalars, its states.
   const nn::TrainOneStepCell& step = *rc.train_network;

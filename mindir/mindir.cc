@@ -13,6 +13,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "backends/backend.h"
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "core/passes/infer.h"
@@ -129,8 +130,10 @@ void set_tensor_meta(TP* t, DType dtype, const Shape& shape) {
 }
 
 void set_raw(TP* t, const Tensor& value) {
-  // Host byte order is little-endian on every platform loom builds for (checked at load).
-  t->set_raw_data(static_cast<const char*>(value.raw_data()), value.nbytes());
+  // Host byte order is little-endian on every platform loom builds for (checked at load). A
+  // value on a device is copied to the host first.
+  const Tensor host = backend::to_host(value);
+  t->set_raw_data(static_cast<const char*>(host.raw_data()), host.nbytes());
 }
 
 // A value as an attribute: `in_seq` selects the repeated element slots MindSpore's loader wants
@@ -1002,6 +1005,7 @@ ir::Value GraphCell::run_value(const std::vector<Tensor>& inputs) {
     throw ValueError("GraphCell: expected " + std::to_string(inputs_.size()) + " inputs, got " +
                      std::to_string(inputs.size()));
   }
+  backend::Backend& b = device_backend();
   std::vector<Value> args;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined() || inputs[i].dtype() != inputs_[i].dtype) {
@@ -1009,13 +1013,39 @@ ir::Value GraphCell::run_value(const std::vector<Tensor>& inputs) {
                        "') of dtype " + std::string(dtype_name(inputs_[i].dtype)) + ", got " +
                        (inputs[i].defined() ? inputs[i].describe() : std::string("undefined")));
     }
-    args.push_back(Value::tensor(inputs[i]));
+    args.push_back(Value::tensor(backend::to_device(inputs[i], b)));
   }
+  // On a device the weights are passed, copied there once (on the CPU they are the graph
+  // parameters' defaults).
+  for (const Tensor& w : device_weights_) args.push_back(Value::tensor(w));
   return compiled_function()(std::move(args));
 }
 
+backend::Backend& GraphCell::device_backend() const {
+  return backend_ ? *backend_ : backend::cpu_backend();
+}
+
+void GraphCell::to_device(backend::Backend& b) {
+  if (&b == &device_backend()) return;
+  backend_ = &b;
+  device_weights_.clear();
+  if (b.device() != Device::kCPU) {
+    const auto& params = graph_->parameters();
+    for (std::size_t i = inputs_.size(); i < params.size(); ++i) {
+      if (!params[i]->has_default()) break;  // trailing weights only
+      device_weights_.push_back(backend::to_device(*params[i]->default_value(), b));
+    }
+  }
+  if (fn_) {  // compiled for the old backend: a new function, with the observers
+    std::unique_ptr<runtime::CompiledFunction> old = std::move(fn_);
+    for (const auto& o : old->observers()) compiled_function().add_observer(o);
+  }
+}
+
 runtime::CompiledFunction& GraphCell::compiled_function() {
-  if (!fn_) fn_ = runtime::CompiledFunction::of_graph(graph_, {.name = "graph_cell"});
+  if (!fn_) {
+    fn_ = runtime::CompiledFunction::of_graph(graph_, {.name = "graph_cell", .backend = backend_});
+  }
   return *fn_;
 }
 

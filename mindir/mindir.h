@@ -49,6 +49,9 @@ class FuncGraph;
 namespace loom::runtime {
 class CompiledFunction;
 }  // namespace loom::runtime
+namespace loom::backend {
+class Backend;
+}  // namespace loom::backend
 namespace loom::nn {
 class Cell;
 }  // namespace loom::nn
@@ -99,9 +102,10 @@ class GraphCell {
   GraphCell& operator=(GraphCell&&) noexcept;
   ~GraphCell();
 
-  // Runs on `inputs` (one per graph input). Throws ValueError on a wrong count or dtype.
-  // run returns the output (the first leaf when the graph returns a tuple); run_value returns
-  // the whole output value.
+  // Runs on `inputs` (one per graph input; host tensors or tensors on the cell's device, copied
+  // there). Throws ValueError on a wrong count or dtype. run returns the output (the first leaf
+  // when the graph returns a tuple); run_value returns the whole output value. Results are on
+  // the cell's device (backend::to_host reads them).
   Tensor run(const std::vector<Tensor>& inputs);
   ir::Value run_value(const std::vector<Tensor>& inputs);
   Tensor operator()(const std::vector<Tensor>& inputs) { return run(inputs); }
@@ -120,12 +124,20 @@ class GraphCell {
   // The compiled function running it: observers (dumps, --check-numerics), save_graphs.
   runtime::CompiledFunction& compiled_function();
 
+  // Where the cell compiles and runs: the CPU unless moved. to_device copies the weights to
+  // `backend`'s device once (parameters() stays the file's host values) and recompiles there on
+  // the next call, keeping the observers installed so far.
+  void to_device(backend::Backend& backend);
+  backend::Backend& device_backend() const;
+
  private:
   friend GraphCell parse_mindir(const void* data, std::size_t size, const std::string& what);
   GraphCell();
   std::unique_ptr<ir::Module> module_;
   ir::FuncGraph* graph_ = nullptr;
   std::unique_ptr<runtime::CompiledFunction> fn_;
+  backend::Backend* backend_ = nullptr;  // null: the CPU
+  std::vector<Tensor> device_weights_;   // the weights on backend_'s device (not the CPU)
   std::vector<TensorInfo> inputs_, outputs_;
   std::vector<std::pair<std::string, Tensor>> params_;
   std::map<std::string, std::size_t> op_counts_;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "core/ir/error.h"
 
 namespace loom::nn {
@@ -63,7 +64,7 @@ namespace {
 // which numpy would print with float16's, is the one difference).
 std::string format_loss(const Tensor& loss, double* value) {
   double sum = 0;
-  const std::vector<double> v = loss.to_doubles();
+  const std::vector<double> v = backend::to_host(loss).to_doubles();  // a device loss copied
   for (double x : v) sum += x;
   const double mean = v.empty() ? std::nan("") : sum / static_cast<double>(v.size());
   *value = mean;

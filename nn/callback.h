@@ -31,7 +31,7 @@ struct RunContext {
   std::int64_t step_in_epoch = 0;  // 1-based
   std::int64_t batch_size = 0;     // rows of the current batch
   Tensor data;                     // the current batch's input (column 0), from step begin on
-  Tensor loss;                     // the last step's loss (MindSpore's net_outputs)
+  Tensor loss;                     // the last step's loss (MindSpore's net_outputs), host memory
   double step_seconds = 0;         // the last step's time in TrainOneStepCell::step
   double data_wait_seconds = 0;    // the last step's wait on the data iterator
   // Mean loss of the epoch's steps so far (this call's steps of the epoch); final at

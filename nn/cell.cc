@@ -293,20 +293,39 @@ std::vector<std::pair<std::string, Cell*>> Cell::cells_and_names() {
   return out;
 }
 
+void to_device(Parameter& p, backend::Backend& backend) {
+  if (p.value.defined() && p.value.device() != backend.device()) {
+    p.value = backend::to_device(p.value, backend);
+  }
+}
+
+void Cell::to_device(backend::Backend& backend) {
+  for (auto& [name, p] : parameters_and_names()) nn::to_device(*p, backend);
+}
+
 void Cell::set_train(bool mode) {
   training_ = mode;
   for (const auto& [name, child] : children_) child->set_train(mode);
 }
+
+namespace {
+
+// A weight's default in a traced graph: the Parameter's value, or a host snapshot of a device
+// value (graph dumps print defaults and MindIR export writes them, both on the host).
+Tensor weight_default(const Parameter& p) { return backend::to_host(p.value); }
+
+}  // namespace
 
 ops::Var Cell::param(Parameter& p) {
   trace::Tracer* tracer = active_tracer();
   if (tracer == nullptr) {
     // A non-trainable Parameter may be assigned in place later in this call: a snapshot keeps
     // the value read here, as in graph mode. Trainable ones are shared (no copy).
-    return ops::Var(Value::tensor(p.requires_grad ? p.value : p.value.clone()));
+    return ops::Var(
+        Value::tensor(p.requires_grad ? p.value : backend::clone_on_device(p.value)));
   }
   if (const ops::Var* v = tracer->assigned(&p)) return *v;
-  return ops::Var(static_cast<ir::Node*>(tracer->weight(&p, p.name, p.value)));
+  return ops::Var(static_cast<ir::Node*>(tracer->weight(&p, p.name, weight_default(p))));
 }
 
 void Cell::assign(Parameter& p, const ops::Var& value) {
@@ -324,9 +343,7 @@ void Cell::assign(Parameter& p, const ops::Var& value) {
     if (v.dtype() != p.value.dtype() || v.shape() != p.value.shape()) {
       throw mismatch(std::string(dtype_name(v.dtype())) + " " + shape_to_string(v.shape()));
     }
-    if (v.raw_data() != p.value.raw_data()) {
-      std::memcpy(p.value.raw_data(), v.raw_data(), v.nbytes());
-    }
+    copy_into(p.value, v);  // in place, whichever devices they are on
     return;
   }
   ir::AbstractPtr a = tracer->abstract_of(value);
@@ -335,7 +352,8 @@ void Cell::assign(Parameter& p, const ops::Var& value) {
     throw mismatch(std::string(dtype_name(a->dtype())) + " " +
                    (a->has_rank() ? shape_to_string(a->shape()) : std::string("(unknown rank)")));
   }
-  tracer->weight(&p, p.name, p.value);  // the graph reads the old value through its weight
+  // The graph reads the old value through its weight.
+  tracer->weight(&p, p.name, weight_default(p));
   tracer->assign(&p, value);
 }
 
@@ -412,9 +430,16 @@ ops::Var Cell::call_compiled(const std::vector<ops::Var>& inputs, SourceLocation
   runtime::CompiledFunction::Entry& e = fn.entry(signature, training_ ? "train" : "eval");
   num_compilations_ += fn.num_compilations() - before;
   const CellProgram& program = e.program.info_as<CellProgram>();
+  // Inputs and Parameters on the function's device (copied / moved once; nothing on the CPU).
+  backend::Backend& b = fn.options().backend ? *fn.options().backend : backend::cpu_backend();
   std::vector<Value> args;
-  for (const ops::Var& v : inputs) args.push_back(v.value());
-  for (Parameter* p : program.weights) args.push_back(Value::tensor(p->value));
+  for (const ops::Var& v : inputs) {
+    args.push_back(Value::tensor(backend::to_device(v.value().as_tensor(), b)));
+  }
+  for (Parameter* p : program.weights) {
+    nn::to_device(*p, b);
+    args.push_back(Value::tensor(p->value));
+  }
   Value out = fn.run(e, std::move(args));  // updates land in the Parameters (donation)
   return ops::Var(program.has_updates ? out.elements()[0] : out);
 }

@@ -61,6 +61,13 @@
 // counts the compilations. Other calls (inner Cells, symbolic inputs, non-tensor inputs) run
 // construct directly on the current emitter.
 //
+// Devices: a compiled call runs on the device of the context when the Cell first compiled
+// (nn/context.h). Its tensor inputs are copied there (backend::to_device: nothing for tensors
+// already there), the Parameters it uses are moved there (nn::to_device below: once, they stay),
+// and its results stay there (backend::to_host reads them). While tracing, a weight's default
+// value in the graph is its Parameter's value, or a host snapshot of it for a Parameter on a
+// device (what graph dumps print and MindIR export writes).
+//
 // State updates (MindSpore's Assign): Cell::assign(p, value) sets Parameter p (normally one with
 // requires_grad == false, e.g. BatchNorm2d's moving statistics or Dropout's key) to `value`,
 // whose dtype and shape must equal p.value's (else ValueError naming the parameter).
@@ -102,6 +109,10 @@ namespace loom::runtime {
 class CompiledFunction;
 class Observer;
 }  // namespace loom::runtime
+
+namespace loom::backend {
+class Backend;
+}  // namespace loom::backend
 
 namespace loom::nn {
 
@@ -178,6 +189,10 @@ struct Parameter {
   std::shared_ptr<const Initializer> initializer;
 };
 
+// p.value on `backend`'s device: when it lives elsewhere, replaced by a copy there (backend::
+// to_device; tensors that shared the old value keep it). Nothing when it is there already.
+void to_device(Parameter& p, backend::Backend& backend);
+
 class Cell {
  public:
   // cls_name names the Cell in scopes and error paths when it is the outermost one.
@@ -217,6 +232,11 @@ class Cell {
   // full name ("conv1.weight", "fc1.bias").
   std::vector<std::pair<std::string, Parameter*>> parameters_and_names();
   std::vector<std::pair<std::string, Cell*>> cells_and_names();
+
+  // Moves every Parameter of this Cell and its children to `backend`'s device (nn::to_device):
+  // a network placed before its first run. Compiled calls, TrainOneStepCell's steps and Model's
+  // evaluation move the Parameters they use to their own device themselves.
+  void to_device(backend::Backend& backend);
 
   void set_train(bool mode = true);
   bool training() const { return training_; }

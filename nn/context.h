@@ -13,6 +13,7 @@
 #pragma once
 
 #include "core/ir/device.h"
+#include "core/ir/tensor.h"
 
 namespace loom::backend {
 class Backend;
@@ -31,6 +32,11 @@ Device context_device();
 backend::Backend& context_backend();
 // "CPU" / "GPU" (also "CUDA") as MindSpore's device_target names them; ValueError otherwise.
 Device device_from_target(const char* target);
+
+// Copies src's bytes into dst's storage in place (the same dtype and shape), whichever devices
+// they live on: memcpy between host tensors, the backends' copies otherwise. Nothing when they
+// are the same memory. ValueError on a dtype or shape mismatch.
+void copy_into(Tensor& dst, const Tensor& src);
 
 // Sets the mode for the lifetime of the scope, restoring the previous one.
 class ModeScope {

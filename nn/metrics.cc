@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "backends/backend.h"
 #include "core/ir/error.h"
 
 namespace loom::nn {
@@ -61,8 +62,9 @@ void Accuracy::update(const MetricInputs& in) {
     throw ShapeError("Accuracy.update: expected at least one class, got logits " +
                      shape_to_string(logits.shape()));
   }
-  const std::vector<double> y = logits.to_doubles();
-  const std::vector<double> t = label.to_doubles();
+  // Device tensors (a caller's own, Model hands host ones) are copied to the host first.
+  const std::vector<double> y = backend::to_host(logits).to_doubles();
+  const std::vector<double> t = backend::to_host(label).to_doubles();
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t pred = argmax_row(y, i, c);
     const double target =
@@ -110,7 +112,7 @@ void Loss::update(const MetricInputs& in) {
   } else if (in.label.defined() && in.label.rank() >= 1) {
     n = in.label.dim(0);
   }
-  sum_ += in.loss.get(0) * static_cast<double>(n);
+  sum_ += backend::to_host(in.loss).get(0) * static_cast<double>(n);
   samples_ += n;
 }
 

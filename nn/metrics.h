@@ -10,6 +10,7 @@
 
 namespace loom::nn {
 
+// On any device: the metrics read device tensors through backend::to_host (Model gives host ones).
 struct MetricInputs {
   Tensor loss;    // rank 0 (the batch mean)
   Tensor logits;  // (N, C)

@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "backends/backend.h"
 #include "core/ir/error.h"
 #include "core/ir/value.h"
 #include "runtime/compiled_function.h"
@@ -23,7 +24,7 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// The mean of a loss tensor's elements (the loss itself for the usual rank-0 one).
+// The mean of a host loss tensor's elements (the loss itself for the usual rank-0 one).
 double loss_value(const Tensor& loss) {
   if (loss.numel() == 1) return loss.get(0);
   double sum = 0;
@@ -82,7 +83,9 @@ struct Model::EvalCache {
 
   EvalCache(Cell* network, Cell* loss_fn, const std::string& save_graphs_dir,
             const std::string& passes)
-      : cell(network, loss_fn),
+      : network(network),
+        loss_fn(loss_fn),
+        cell(network, loss_fn),
         fn(
             [this](const std::vector<ir::AbstractPtr>& signature,
                    const runtime::CompiledFunction::Dump& dump) {
@@ -107,26 +110,38 @@ struct Model::EvalCache {
                                      .backend = &context_backend(),
                                      .save_graphs_dir = save_graphs_dir}) {}
 
-  // (loss, logits) of one batch.
+  // (loss, logits) of one batch, in host memory. The batch is copied to the evaluation's device
+  // and the Parameters moved there (once: they stay).
   std::pair<Tensor, Tensor> run(const Tensor& data, const Tensor& label) {
     Value out;
     if (context_mode() == ExecMode::kPyNative) {
-      out = cell(std::vector<ops::Var>{ops::Var(Value::tensor(data)),
-                                       ops::Var(Value::tensor(label))})
+      backend::Backend& b = context_backend();
+      network->to_device(b);
+      loss_fn->to_device(b);
+      out = cell(std::vector<ops::Var>{ops::Var(Value::tensor(backend::to_device(data, b))),
+                                       ops::Var(Value::tensor(backend::to_device(label, b)))})
                 .value();
     } else {
       runtime::CompiledFunction::Entry& e =
           fn.entry({Abstract::tensor(data.dtype(), data.shape()),
                     Abstract::tensor(label.dtype(), label.shape())});
       const Info& info = e.program.info_as<Info>();
-      std::vector<Value> args{Value::tensor(data), Value::tensor(label)};
-      for (Parameter* p : info.weights) args.push_back(Value::tensor(p->value));
+      backend::Backend& b = fn.options().backend ? *fn.options().backend : backend::cpu_backend();
+      std::vector<Value> args{Value::tensor(backend::to_device(data, b)),
+                              Value::tensor(backend::to_device(label, b))};
+      for (Parameter* p : info.weights) {
+        to_device(*p, b);
+        args.push_back(Value::tensor(p->value));
+      }
       out = fn.run(e, std::move(args));
       if (info.has_updates) out = out.elements()[0];
     }
-    return {out.elements()[0].as_tensor(), out.elements()[1].as_tensor()};
+    return {backend::to_host(out.elements()[0].as_tensor()),
+            backend::to_host(out.elements()[1].as_tensor())};
   }
 
+  Cell* network;
+  Cell* loss_fn;
   EvalCell cell;
   runtime::CompiledFunction fn;
 };
@@ -257,7 +272,8 @@ void Model::train_impl(std::int64_t epochs, const data::DatasetPtr& dataset,
       for (Callback* cb : callbacks) cb->on_train_step_begin(rc);
 
       const Clock::time_point t_step = Clock::now();
-      rc.loss = step_cell.step(x, (*row)[1]);
+      // The loss read on the host (logging, callbacks): the step's one copy back per step.
+      rc.loss = backend::to_host(step_cell.step(x, (*row)[1]));
       rc.step_seconds = seconds_since(t_step);
 
       ++stats_.steps;
@@ -394,7 +410,7 @@ Tensor Model::predict(const Tensor& x) {
   if (!y.is_value() || !y.value().is_tensor()) {
     throw ValueError("Model.predict: expected the network to return a tensor");
   }
-  return y.value().as_tensor();
+  return backend::to_host(y.value().as_tensor());
 }
 
 }  // namespace loom::nn

@@ -28,8 +28,14 @@
 // clears and feeds every metric, and restores every Cell's training flag. With a reducer set
 // (data parallelism: parallel::setup_data_parallel sets one), the metrics' sums are added over
 // the ranks before they are evaluated, and so are the epoch's training losses. predict(x)
-// returns the network's output in eval mode (a graph-mode root call of the network, compiled per
-// signature by the Cell).
+// returns the network's output in eval mode, in host memory (a graph-mode root call of the
+// network, compiled per signature by the Cell).
+//
+// Devices (nn/context.h): training and evaluation run on the context's device when the Model
+// first trains or evaluates; the batches are copied there and the Parameters and optimizer
+// states live there (TrainOneStepCell). What the Model hands out is in host memory: the
+// callbacks' RunContext::loss (one copy back per step), the metrics' inputs, predict()'s
+// result. RunContext::data is the batch as the dataset gave it (host).
 //
 // fit(epochs, train, valid, callbacks) is MindSpore's Model.fit: train() with the validation
 // set evaluated at the end of every valid_frequency-th epoch (and the last), before the

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/backend.h"
 #include "core/autodiff/grad.h"
 #include "core/trace/graph_emitter.h"
 #include "runtime/compiled_function.h"
@@ -110,7 +111,7 @@ void TrainOneStepCell::set_state(const std::string& name, const Tensor& value) {
                      ", got " + std::string(dtype_name(value.dtype())) +
                      shape_to_string(value.shape()));
   }
-  if (dst->nbytes() > 0) std::memcpy(dst->raw_data(), value.raw_data(), dst->nbytes());
+  copy_into(*dst, value);  // in place, on the state's device
 }
 
 const ir::FuncGraph* TrainOneStepCell::step_graph() const {
@@ -314,12 +315,24 @@ Tensor TrainOneStepCell::step(const Tensor& data, const Tensor& label) {
                   Abstract::tensor(label.dtype(), label.shape())},
                  variant);
   const StepInfo& info = entry.program.info_as<StepInfo>();
-  std::vector<Value> args{Value::tensor(data), Value::tensor(label)};
-  for (Parameter* p : info.weights) args.push_back(Value::tensor(p->value));
-  for (const std::string& name : info.state_names) {
-    args.push_back(Value::tensor(*optimizer_->state(name)));
+  // Everything the step reads on its device: the batch copied there every step, the weights and
+  // the optimizer states moved there at the first step (or after a restore replaced them) and
+  // kept there, the learning rates and scalars copied. Nothing to do on the CPU.
+  backend::Backend& b = fn_->options().backend ? *fn_->options().backend : backend::cpu_backend();
+  std::vector<Value> args{Value::tensor(backend::to_device(data, b)),
+                          Value::tensor(backend::to_device(label, b))};
+  for (Parameter* p : info.weights) {
+    to_device(*p, b);
+    args.push_back(Value::tensor(p->value));
   }
-  for (Tensor& t : optimizer_->input_values(info.input_dtype)) args.push_back(Value::tensor(t));
+  for (const std::string& name : info.state_names) {
+    Tensor& st = *optimizer_->state(name);
+    if (st.device() != b.device()) st = backend::to_device(st, b);
+    args.push_back(Value::tensor(st));
+  }
+  for (Tensor& t : optimizer_->input_values(info.input_dtype)) {
+    args.push_back(Value::tensor(backend::to_device(t, b)));
+  }
   // The donated outputs are written into the arguments: weights and states in place.
   const Value out = fn_->run(entry, std::move(args));
   optimizer_->step_done();

@@ -39,6 +39,12 @@
 // Parameter and state tensors. It is the simple reference path, not an eager op-by-op execution
 // of the forward.
 //
+// Devices: the step compiles for the context's device when the cell is constructed (nn/
+// context.h). step() copies the batch (data and label: host tensors, or tensors already there)
+// to that device, moves the Parameters and the optimizer states there at the first step (they
+// stay; set_state and checkpoint restores write in place wherever they are) and returns the loss
+// and the gradients on that device: backend::to_host reads them.
+//
 // Optimizer states live in the optimizer, made for the network's trainable parameters when the
 // cell is constructed and named as in MindSpore ("moments.<param>"...). Parameters with
 // requires_grad == false are inputs of the graph but get no gradient and no optimizer update
@@ -109,7 +115,7 @@ class TrainOneStepCell {
   TrainOneStepCell(const TrainOneStepCell&) = delete;
   TrainOneStepCell& operator=(const TrainOneStepCell&) = delete;
 
-  // One training step; returns the loss (computed before the update).
+  // One training step; returns the loss (computed before the update), on the step's device.
   Tensor step(const Tensor& data, const Tensor& label);
 
   std::size_t num_compilations() const;  // graph mode

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "backends/backend.h"
 #include "core/ir/error.h"
 #include "core/ir/value.h"
 #include "optim/update.h"
@@ -246,7 +247,7 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::checkpoint_entries() cons
   for (const std::string& prefix : state_prefixes()) {
     for (const ParamInfo& p : params_) {
       auto it = states_.find(prefix + "." + p.name);
-      if (it != states_.end()) out.emplace_back(it->first, it->second);
+      if (it != states_.end()) out.emplace_back(it->first, backend::to_host(it->second));
     }
   }
   return out;
@@ -273,9 +274,15 @@ void Optimizer::load_entries(const std::vector<std::pair<std::string, Tensor>>& 
     }
   }
   for (auto& [name, state] : states_) {
-    const Tensor* t = find(name);
-    std::copy_n(static_cast<const char*>(t->raw_data()), t->nbytes(),
-                static_cast<char*>(state.raw_data()));
+    const Tensor host = backend::to_host(*find(name));
+    if (host.nbytes() == 0) continue;
+    if (state.is_host()) {
+      std::copy_n(static_cast<const char*>(host.raw_data()), host.nbytes(),
+                  static_cast<char*>(state.raw_data()));
+    } else {  // in place on the state's device
+      backend::get_backend(state.device()).copy_from_host(state.raw_data(), host.raw_data(),
+                                                          host.nbytes());
+    }
   }
   if (const Tensor* gs = find("global_step"); gs != nullptr && gs->numel() == 1) {
     set_global_step(static_cast<std::int64_t>(gs->get(0)));

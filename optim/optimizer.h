@@ -125,7 +125,9 @@ class Optimizer {
   // The checkpoint entries (see above), and loading them back: every state of an init'ed
   // parameter must be there (ValueError naming the first missing one), with its dtype and shape;
   // global_step and the beta powers are read, the learning rates and hyper-parameters are left
-  // (the run's own configuration rules).
+  // (the run's own configuration rules). The states may live on a device (TrainOneStepCell moves
+  // them to its own): checkpoint_entries gives host copies of those, load_entries writes into
+  // them in place through their backend.
   std::vector<std::pair<std::string, Tensor>> checkpoint_entries() const;
   void load_entries(const std::vector<std::pair<std::string, Tensor>>& entries);
 

@@ -300,6 +300,7 @@ class Compiler {
     if (!c.abstract()) throw InternalError(name + ": expected an inferred node, got none");
     Tree out = outputs_of(*c.abstract(), l.outputs, name);
     l.control = std::move(ctl);
+    x_.recordable_ = false;  // its predicate is read on the host: not in one recording
     elementwise_.push_back(false);
     x_.launches_.push_back(std::move(l));
     return out;
@@ -382,6 +383,7 @@ class Compiler {
   }
 
   void apply_donations() {
+    x_.donated_params_.assign(x_.param_buffers_.size(), 0);
     if (options_.donate.empty()) return;
     std::vector<std::size_t> leaves;
     output_leaves(x_.output_, leaves);
@@ -404,6 +406,7 @@ class Compiler {
         throw ValueError("compile: expected parameter " + std::to_string(p) + " donated once");
       }
       donated_param[p] = true;
+      x_.donated_params_[p] = 1;
       if (ob == pb) continue;  // the output is the argument itself
       if (can_donate(ob, pb, leaves)) {
         rep_[ob] = pb;
@@ -702,44 +705,8 @@ Value Executable::run_interpreted(const std::vector<Value>& args) {
   return out;
 }
 
-Value Executable::run(std::vector<Value> args) {
-  if (fallback_) return run_interpreted(args);
-  if (args.size() > param_buffers_.size()) {
-    throw ValueError("run: expected at most " + std::to_string(param_buffers_.size()) +
-                     " arguments, got " + std::to_string(args.size()));
-  }
-  args.resize(param_buffers_.size());
-  const Device device = backend_->device();
-  for (std::size_t i = 0; i < param_buffers_.size(); ++i) {
-    if (args[i].is_none()) {
-      if (param_defaults_[i].is_none()) {
-        throw ValueError("run: expected an argument for parameter " + std::to_string(i) + ", got none");
-      }
-      args[i] = Value::tensor(backend::to_device(param_defaults_[i].as_tensor(), *backend_));
-    }
-    const Buffer& b = buffers_[param_buffers_[i]];
-    if (!args[i].is_tensor() || args[i].as_tensor().dtype() != b.dtype ||
-        args[i].as_tensor().shape() != b.shape) {
-      throw ValueError("run: expected argument " + std::to_string(i) + " to be a " +
-                       std::string(dtype_name(b.dtype)) + " tensor of shape " +
-                       shape_to_string(b.shape) + ", got another value");
-    }
-    if (args[i].as_tensor().device() != device) {
-      throw ValueError("run: expected argument " + std::to_string(i) + " on " +
-                       std::string(device_name(device)) + ", got a tensor on " +
-                       std::string(device_name(args[i].as_tensor().device())));
-    }
-    cur_[param_buffers_[i]] = args[i].as_tensor();
-  }
-  if (!arena_) {
-    arena_ = backend_->allocate(plan_.peak_bytes);
-    for (std::size_t k = 0; k < planned_.size(); ++k) {
-      const Buffer& b = buffers_[planned_[k]];
-      cur_[planned_[k]] = Tensor::view(arena_, plan_.offsets[k], b.dtype, b.shape);
-    }
-  }
+void Executable::run_launches(const ObserverList* observers) {
   backend::ExecutionContext& exec = backend_->context();
-  const ObserverList* observers = observers_.get();
   ins_.clear();  // a launch that threw left its operands here
   outs_.clear();
   for (std::size_t li = 0; li < launches_.size(); ++li) {
@@ -786,6 +753,84 @@ Value Executable::run(std::vector<Value> args) {
     Tensor& dst = cur_[param_buffers_[p]];
     backend_->copy(dst.raw_data(), src.raw_data(), src.nbytes());
   }
+}
+
+void Executable::replay(const std::vector<Value>& args) {
+  // The recording reads the arguments from the buffers it was made with: an argument held
+  // elsewhere now (a new batch) is copied in first, and copied back out after the replay where
+  // the step writes it (a donated parameter).
+  std::vector<char> staged(args.size(), 0);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const Tensor& a = args[i].as_tensor();
+    Tensor& r = recorded_args_[i];
+    if (a.raw_data() == r.raw_data()) continue;
+    backend_->copy(r.raw_data(), a.raw_data(), a.nbytes());
+    staged[i] = 1;
+  }
+  recorded_->replay();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (!staged[i] || !donated_params_[i]) continue;
+    const Tensor& a = args[i].as_tensor();
+    backend_->copy(const_cast<Tensor&>(a).raw_data(), recorded_args_[i].raw_data(), a.nbytes());
+  }
+}
+
+Value Executable::run(std::vector<Value> args) {
+  if (fallback_) return run_interpreted(args);
+  if (args.size() > param_buffers_.size()) {
+    throw ValueError("run: expected at most " + std::to_string(param_buffers_.size()) +
+                     " arguments, got " + std::to_string(args.size()));
+  }
+  args.resize(param_buffers_.size());
+  const Device device = backend_->device();
+  for (std::size_t i = 0; i < param_buffers_.size(); ++i) {
+    if (args[i].is_none()) {
+      if (param_defaults_[i].is_none()) {
+        throw ValueError("run: expected an argument for parameter " + std::to_string(i) + ", got none");
+      }
+      args[i] = Value::tensor(backend::to_device(param_defaults_[i].as_tensor(), *backend_));
+    }
+    const Buffer& b = buffers_[param_buffers_[i]];
+    if (!args[i].is_tensor() || args[i].as_tensor().dtype() != b.dtype ||
+        args[i].as_tensor().shape() != b.shape) {
+      throw ValueError("run: expected argument " + std::to_string(i) + " to be a " +
+                       std::string(dtype_name(b.dtype)) + " tensor of shape " +
+                       shape_to_string(b.shape) + ", got another value");
+    }
+    if (args[i].as_tensor().device() != device) {
+      throw ValueError("run: expected argument " + std::to_string(i) + " on " +
+                       std::string(device_name(device)) + ", got a tensor on " +
+                       std::string(device_name(args[i].as_tensor().device())));
+    }
+    cur_[param_buffers_[i]] = args[i].as_tensor();
+  }
+  if (!arena_) {
+    arena_ = backend_->allocate(plan_.peak_bytes);
+    for (std::size_t k = 0; k < planned_.size(); ++k) {
+      const Buffer& b = buffers_[planned_[k]];
+      cur_[planned_[k]] = Tensor::view(arena_, plan_.offsets[k], b.dtype, b.shape);
+    }
+  }
+  const ObserverList* observers = observers_.get();
+  if (recorded_ && observers == nullptr) {
+    replay(args);
+  } else if (observers == nullptr && recordable_ && eager_runs_ >= 1) {
+    // The second run without observers (the first warmed the libraries up: cuBLAS and cuDNN
+    // set themselves up at their first call, which a recording must not contain): recorded once
+    // where the backend can (a CUDA graph), then replayed at every later run.
+    recordable_ = false;
+    recorded_ = backend_->record([this] { run_launches(nullptr); });
+    if (recorded_) {
+      recorded_->replay();
+      recorded_args_.clear();
+      for (const Value& a : args) recorded_args_.push_back(a.as_tensor());
+    } else {
+      run_launches(nullptr);
+    }
+  } else {
+    run_launches(observers);
+    ++eager_runs_;
+  }
   Value out = build(output_);
   for (std::size_t b : param_buffers_) cur_[b] = Tensor();
   if (escapes_arena(out)) {
@@ -798,6 +843,10 @@ Value Executable::run(std::vector<Value> args) {
       out = copy_out_of_arena(out);
     } else {
       arena_.reset();
+      // The next run plans into new memory: a recording of this one would write the old.
+      recorded_.reset();
+      recorded_args_.clear();
+      recordable_ = false;
     }
   }
   return out;

@@ -148,6 +148,10 @@ class Executable {
   };
   ir::Value build(const Tree& t) const;
   void run_control(const Launch& l);
+  // Every launch in order, then the donation copies (a run's work on the device).
+  void run_launches(const ObserverList* observers);
+  // A run as the recording's replay (recorded_ set), `args` staged into its buffers.
+  void replay(const std::vector<ir::Value>& args);
   ir::Value run_interpreted(const std::vector<ir::Value>& args);
 
   std::map<const ir::FuncGraph*, std::unique_ptr<Executable>> subs_;  // nested plans, per graph
@@ -177,6 +181,14 @@ class Executable {
   std::size_t arena_bytes(const ir::Value& v) const;           // bytes of v's tensors in the arena
   ir::Value copy_out_of_arena(const ir::Value& v) const;  // v with its arena tensors cloned
   std::shared_ptr<Storage> arena_;  // the planned intermediates' memory; null until first run
+  // The run recorded by the backend (a CUDA graph: Backend::record), made at the second run
+  // without observers and replayed from then on; plans with control launches run launch by
+  // launch. recorded_args_ holds the argument buffers the recording reads.
+  std::unique_ptr<backend::RecordedWork> recorded_;
+  std::vector<Tensor> recorded_args_;
+  bool recordable_ = true;  // cleared by a control launch, a refused or spent chance
+  int eager_runs_ = 0;
+  std::vector<char> donated_params_;  // per parameter: written by the run (donated)
 };
 
 // Compiles `graph` (inferring it first when a node lacks an abstract). The Executable keeps its

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/random/random.h"
+#include "backends/backend.h"
 #include "backends/thread_pool.h"
 #include "core/ir/error.h"
 #include "nn/cell.h"
@@ -58,7 +59,9 @@ bool SummaryCollector::want(const std::optional<bool>& flag) const {
   return flag.value_or(options_.keep_default_action);
 }
 
-void SummaryCollector::set_input_images(const Tensor& images) { pending_images_ = images.clone(); }
+void SummaryCollector::set_input_images(const Tensor& images) {
+  pending_images_ = images.is_host() ? images.clone() : backend::to_host(images);
+}
 
 void SummaryCollector::on_train_begin(nn::RunContext& rc) {
   first_step_ = true;
@@ -177,7 +180,7 @@ void SummaryCollector::on_train_step_end(nn::RunContext& rc) {
   // go after the scalars and the image.
   std::shared_ptr<PendingDistributions> distributions = post_distributions(rc, step);
   if (metric_ && rc.loss.defined() && rc.loss.numel() > 0) {
-    const std::vector<double> v = rc.loss.to_doubles();
+    const std::vector<double> v = backend::to_host(rc.loss).to_doubles();
     record_->add_scalar("loss", std::accumulate(v.begin(), v.end(), 0.0) / double(v.size()),
                         step);
   }
@@ -195,7 +198,7 @@ void SummaryCollector::on_train_step_end(nn::RunContext& rc) {
     pending_images_ = Tensor();
     input_done_ = true;
   } else if (input_ && !input_done_ && rc.data.defined() && rc.data.numel() > 0) {
-    record_->add_image("input_data/auto", displayable(rc.data), step);
+    record_->add_image("input_data/auto", displayable(backend::to_host(rc.data)), step);
     input_done_ = true;
   }
   if (distributions) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <optional>
 
+#include "backends/backend.h"
 #include "backends/thread_pool.h"
 #include "summary/histogram.h"
 
@@ -42,9 +43,14 @@ void ValuesCopy::assign(const Tensor& t) {
   float32 = t.dtype() == DType::kFloat32;
   if (float32) {
     f.resize(static_cast<std::size_t>(t.numel()));
-    if (!f.empty()) std::memcpy(f.data(), t.data<float>(), f.size() * sizeof(float));
+    if (f.empty()) return;
+    if (t.is_host()) {
+      std::memcpy(f.data(), t.data<float>(), f.size() * sizeof(float));
+    } else {  // straight from the device into the reused vector
+      backend::get_backend(t.device()).copy_to_host(f.data(), t.raw_data(), t.nbytes());
+    }
   } else {
-    d = t.to_doubles();
+    d = backend::to_host(t).to_doubles();
   }
 }
 
@@ -56,7 +62,8 @@ void StepValues::take(std::shared_ptr<const DistributionSelection> sel, std::int
   for (std::size_t i = 0; i < params.size(); ++i) params[i].assign(*selection->params[i]);
   gradients.clear();
   if (grads) {
-    for (const auto& [name, g] : *grads) gradients.push_back(g);
+    // Host tensors are referenced; device ones copied to the host now (the idle thread reads them).
+    for (const auto& [name, g] : *grads) gradients.push_back(backend::to_host(g));
   }
 }
 

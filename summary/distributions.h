@@ -44,8 +44,8 @@ struct StepValues {
   std::vector<ValuesCopy> params;  // per selection->params
   std::vector<Tensor> gradients;   // per selection->gradient_names; empty without gradients
 
-  // Takes the parameters' values (copies) and the gradients (references; `gradients` null:
-  // none) now.
+  // Takes the parameters' values (copies) and the gradients (references to host ones, host
+  // copies of device ones; `gradients` null: none) now.
   void take(std::shared_ptr<const DistributionSelection> sel, std::int64_t step,
             const std::vector<std::pair<std::string, Tensor>>* gradients);
 };

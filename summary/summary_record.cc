@@ -1,5 +1,6 @@
 #include "summary/summary_record.h"
 
+#include "backends/backend.h"
 #include "core/ir/error.h"
 #include "summary/event_writer.h"
 #include "summary/graph.h"
@@ -180,7 +181,7 @@ void SummaryRecord::add_histogram(const std::string& tag, std::span<const double
 void SummaryRecord::add_histogram(const std::string& tag, const Tensor& values,
                                   std::int64_t step) {
   // A copy now (the caller may update the tensor in place), the buckets on the writer thread.
-  add_deferred([tag, step, copy = values.clone()] {
+  add_deferred([tag, step, copy = values.is_host() ? values.clone() : backend::to_host(values)] {
     std::vector<tb::Event> out(1);
     tb::Event& e = out[0];
     e.set_step(step);
@@ -193,7 +194,7 @@ void SummaryRecord::add_histogram(const std::string& tag, const Tensor& values,
 
 void SummaryRecord::add_image(const std::string& tag, const Tensor& image, std::int64_t step,
                               ImageLayout layout) {
-  const Image8 img = image_from_tensor(image, layout);
+  const Image8 img = image_from_tensor(backend::to_host(image), layout);
   tb::Event e = make_event(step);
   tb::Summary::Value* v = e.mutable_summary()->add_value();
   v->set_tag(tag);

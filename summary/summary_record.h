@@ -100,10 +100,12 @@ class SummaryRecord {
   SummaryRecord& operator=(const SummaryRecord&) = delete;
 
   void add_scalar(const std::string& tag, double value, std::int64_t step);
-  // Any numeric tensor. NaN / ±inf values are left out of the buckets (summary/histogram.h).
+  // Any numeric tensor, on any device (copied to the host now). NaN / ±inf values are left out
+  // of the buckets (summary/histogram.h).
   void add_histogram(const std::string& tag, const Tensor& values, std::int64_t step);
   void add_histogram(const std::string& tag, std::span<const double> values, std::int64_t step);
-  // summary/png.h image_from_tensor: HW, CHW / HWC, or a batch NCHW / NHWC tiled 8 wide.
+  // summary/png.h image_from_tensor: HW, CHW / HWC, or a batch NCHW / NHWC tiled 8 wide (a
+  // device tensor is copied to the host).
   void add_image(const std::string& tag, const Tensor& image, std::int64_t step,
                  ImageLayout layout = ImageLayout::kAuto);
   void add_text(const std::string& tag, const std::string& text, std::int64_t step);

@@ -22,6 +22,7 @@
 #include "backends/cpu/conv_dnnl.h"
 #include "backends/cpu/gemm.h"
 #include "backends/backend.h"
+#include "backends/gpu/cuda_backend.h"
 #include "core/ir/error.h"
 #include "core/ir/printer.h"
 #include "ops/op.h"
@@ -59,7 +60,8 @@ int info() {
     std::cout << "; " << cuda->describe();
   }
   std::cout << "\n";
-  if (!loom::backend::find_backend(loom::Device::kCUDA)) std::cout << "CUDA: not built\n";
+  if (!loom::backend::find_backend(loom::Device::kCUDA))
+    std::cout << "CUDA: none: " << loom::backend::cuda_unavailable_reason() << "\n";
   // default_gemm() makes the one-time switch of OpenBLAS to its AVX-512 kernels where the
   // library misdetects this CPU, so the kernel printed below is the one loom uses.
   const auto gemm = loom::backend::cpu::default_gemm();

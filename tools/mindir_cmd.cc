@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 
+#include "backends/backend.h"
 #include "checkpoint/checkpoint.h"
 #include "core/ir/error.h"
 #include "data/npy.h"
@@ -14,6 +15,7 @@
 #include "debug/numerics.h"
 #include "mindir/mindir.h"
 #include "models/zoo.h"
+#include "nn/context.h"
 #include "runtime/compiled_function.h"
 
 namespace loom::tools {
@@ -27,12 +29,14 @@ constexpr char kExportHelp[] =
     "  --save-graphs DIR dumps the traced graph and every pass of the export pipeline into\n"
     "  DIR/export/ (NN_<stage>.ir and .dot)\n";
 constexpr char kRunHelp[] =
-    "usage: loom run MODEL.mindir --input X.npy [--output Y.npy] [--dump D] [--dump-config F]\n"
-    "                [--dump-max-bytes N] [--check-numerics]\n"
-    "  runs a MindIR model (loom's or MindSpore's) on a .npy array; --dump D writes every\n"
-    "  launch's tensors in MindSpore's dump layout (net_name: the file's name), --dump-config F\n"
-    "  reads MindSpore's dump configuration, --check-numerics stops at the first NaN or Inf\n"
-    "  (`loom train --help`, docs/debugging.md)\n";
+    "usage: loom run MODEL.mindir --input X.npy [--output Y.npy] [--device CPU|GPU] [--dump D]\n"
+    "                [--dump-config F] [--dump-max-bytes N] [--check-numerics]\n"
+    "  runs a MindIR model (loom's or MindSpore's) on a .npy array; --device runs it there\n"
+    "  (MindSpore's device_target, default CPU: the weights and the input are copied to the\n"
+    "  device, the result back); --dump D writes every launch's tensors in MindSpore's dump\n"
+    "  layout (net_name: the file's name), --dump-config F reads MindSpore's dump\n"
+    "  configuration, --check-numerics stops at the first NaN or Inf (`loom train --help`,\n"
+    "  docs/debugging.md)\n";
 constexpr char kMindirHelp[] =
     "usage: loom mindir show FILE.mindir\n"
     "  lists the inputs, outputs, ops with counts and parameters with shapes\n";
@@ -134,13 +138,23 @@ int run_mindir_command(const std::vector<std::string>& args) {
   }
   std::map<std::string, std::string> f;
   std::vector<std::string> pos;
-  if (!parse(args, {"--input", "--output", "--dump", "--dump-config", "--dump-max-bytes"}, f, pos,
-             "run", {"--check-numerics"})) {
+  if (!parse(args, {"--input", "--output", "--device", "--dump", "--dump-config",
+                    "--dump-max-bytes"},
+             f, pos, "run", {"--check-numerics"})) {
     std::cerr << kRunHelp;
     return 2;
   }
   if (pos.size() != 1) return usage("loom run: expected one MODEL.mindir", kRunHelp);
   if (!f.count("--input")) return usage("loom run: expected --input X.npy", kRunHelp);
+  Device device = Device::kCPU;
+  if (f.count("--device")) {
+    try {
+      device = nn::device_from_target(f["--device"].c_str());
+    } catch (const ValueError&) {
+      return usage("loom run: --device: expected CPU or GPU, got '" + f["--device"] + "'",
+                   kRunHelp);
+    }
+  }
   try {
     std::optional<debug::DumpConfig> dump;
     std::uint64_t max_bytes = 0;
@@ -161,14 +175,17 @@ int run_mindir_command(const std::vector<std::string>& args) {
       }
     }
     if (dump && max_bytes > 0) dump->max_bytes = max_bytes;
+    // The device first: a device this build or machine lacks is said before the model loads.
+    backend::Backend& backend = backend::get_backend(device);
     mindir::GraphCell cell = mindir::load_mindir(pos[0]);
+    cell.to_device(backend);
     if (dump) cell.compiled_function().add_observer(std::make_shared<debug::Dumper>(*dump));
     if (f.count("--check-numerics")) {
       cell.compiled_function().add_observer(std::make_shared<debug::NumericsChecker>(
           debug::NumericsOptions{.dump_dir = dump ? dump->path : "numerics_dump",
                                  .net_name = net}));
     }
-    const Tensor y = cell(data::load_npy(f["--input"]));
+    const Tensor y = backend::to_host(cell(data::load_npy(f["--input"])));
     if (dump) std::cout << "dump: " << dump->path << "\n";
     if (f.count("--output")) {
       data::save_npy(f["--output"], y);

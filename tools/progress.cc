@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include "backends/backend.h"
+
 namespace loom::tools {
 namespace {
 
@@ -19,7 +21,9 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 double loss_value(const nn::RunContext& rc) {
-  return rc.loss.defined() && rc.loss.numel() >= 1 ? rc.loss.get(0) : std::nan("");
+  // Model hands callbacks a host loss; another caller's device loss is copied.
+  return rc.loss.defined() && rc.loss.numel() >= 1 ? backend::to_host(rc.loss).get(0)
+                                                    : std::nan("");
 }
 
 std::string fixed(double v, int digits) {

@@ -14,6 +14,7 @@
 #include <thread>
 #include <utility>
 
+#include "backends/backend.h"
 #include "backends/thread_pool.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/train_state.h"
@@ -148,6 +149,11 @@ std::shared_ptr<optim::Optimizer> make_run_optimizer(const Resolved& rs,
 // GEMM gives OpenBLAS the pool's count at its first call), the seed and determinism, the mode and
 // the device.
 void set_up(int threads, std::uint64_t seed, bool deterministic, nn::ExecMode mode, Device device) {
+  // The interpreter and the eager ops take their graphs' constants from the host.
+  if (mode == nn::ExecMode::kPyNative && device != Device::kCPU) {
+    throw ConfigError("--mode pynative: runs on the CPU only, got --device GPU (graph mode runs "
+                      "on the GPU)");
+  }
   if (threads > 0) setenv("LOOM_NUM_THREADS", std::to_string(threads).c_str(), 1);
   random::seed_all(seed, deterministic);
   nn::set_context_mode(mode);
@@ -256,8 +262,8 @@ double peak_rss_mib() {
 }
 
 std::string weights_sha256(nn::Cell& net) {
-  std::map<std::string, const Tensor*> sorted;
-  for (auto& [name, p] : net.parameters_and_names()) sorted[name] = &p->value;
+  std::map<std::string, Tensor> sorted;  // host memory: parameters on a device are copied
+  for (auto& [name, p] : net.parameters_and_names()) sorted[name] = backend::to_host(p->value);
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
@@ -265,7 +271,7 @@ std::string weights_sha256(nn::Cell& net) {
     throw InternalError("weights_sha256: EVP_DigestInit_ex failed");
   }
   for (const auto& [name, t] : sorted) {
-    if (EVP_DigestUpdate(ctx.get(), t->raw_data(), t->nbytes()) != 1) {
+    if (EVP_DigestUpdate(ctx.get(), t.raw_data(), t.nbytes()) != 1) {
       throw InternalError("weights_sha256: EVP_DigestUpdate failed on " + name);
     }
   }
@@ -683,12 +689,12 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
   if (nranks > 1) {
     // The trainable weights must agree; BatchNorm's moving statistics (requires_grad false) are
     // each rank's own (not reduced, as in MindSpore), so they may differ.
-    std::map<std::string, const Tensor*> trainable;
+    std::map<std::string, Tensor> trainable;  // host copies of parameters on a device
     for (auto& [name, p] : net->parameters_and_names()) {
-      if (p->requires_grad) trainable[name] = &p->value;
+      if (p->requires_grad) trainable[name] = backend::to_host(p->value);
     }
     std::vector<const Tensor*> ts;
-    for (const auto& [name, t] : trainable) ts.push_back(t);
+    for (const auto& [name, t] : trainable) ts.push_back(&t);
     const std::vector<std::uint64_t> h = comm.all_gather(parallel::hash_tensors(ts));
     result.ranks_agree =
         std::all_of(h.begin(), h.end(), [&](std::uint64_t x) { return x == h[0]; });

@@ -17,6 +17,14 @@
 // (parallel::init) and every rank runs the same call; the caller finalizes (parallel::finalize)
 // when it is done with MPI. batch_size is the global batch (docs/design.md, parallel/).
 //
+// Devices (RunConfig::device, `--device GPU`): the step and the evaluation compile for that
+// device, the network's Parameters and the optimizer's states live there from the first step,
+// and each batch is copied there. Whatever reads values on the host copies them back through the
+// backend (backend::to_host): the loss and the metrics, checkpoints (MindSpore's format, the same
+// bytes), summaries, dumps, --check-numerics, watchpoints and weights_sha256. A device this build
+// or machine has no backend for is a ValueError saying why; PyNative mode runs on the CPU only
+// (ConfigError).
+//
 // Errors: a ConfigError (a ValueError) for a configuration that cannot run, its message naming
 // the option as `loom train` spells it ("--batch-size 33: under mpirun the global batch, ...");
 // the rooms' own errors otherwise (a missing data file, a corrupt checkpoint).
@@ -81,7 +89,7 @@ struct RunConfig {
   bool seed_given = false;                  // resuming takes the checkpoint's seed otherwise
   bool deterministic = false;
   nn::ExecMode mode = nn::ExecMode::kGraph;
-  Device device = Device::kCPU;
+  Device device = Device::kCPU;             // where the steps and evaluations run (see above)
   int threads = 0;                          // 0: LOOM_NUM_THREADS, or cores (/ ranks per host)
   std::int64_t train_samples = 0;           // 0: all
   std::int64_t test_samples = 0;
@@ -199,7 +207,8 @@ struct EvalResult {
 EvalResult run_evaluation(const EvalConfig& config,
                           const std::function<void(const std::string& note)>& on_note = {});
 
-// SHA-256 of every parameter's bytes, parameters sorted by name, as 64 lowercase hex digits.
+// SHA-256 of every parameter's bytes (read on the host wherever they live), parameters sorted by
+// name, as 64 lowercase hex digits.
 std::string weights_sha256(nn::Cell& net);
 // Whether a launcher (mpirun) started this process: then run_training initialises MPI.
 bool launched_by_mpi();

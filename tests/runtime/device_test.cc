@@ -1,16 +1,15 @@
 // The runtime is device-generic: a plan compiled for a backend other than the CPU gets its arena,
 // its constants, its zero-fills and its copies from that backend, reads If predicates through
-// it, and never touches a device tensor from the host. The backend here is a test double for a
-// GPU: host memory underneath, but every storage it makes says Device::kCUDA, so any host-only
-// access the runtime made to it (Tensor::get, clone, memset...) would throw. Its kernels are the
-// CPU's, registered under it.
+// it, and never touches a device tensor from the host. The backend here is the tests' fake GPU
+// (tests/fake_device.h): every storage it makes says Device::kCUDA, so a host accessor
+// (Tensor::get, clone...) would throw, and its memory is closed to the host outside its own
+// kernels and copies, so a raw host read (memset, memcpy) would fault. Its kernels are the CPU's.
 #include <gtest/gtest.h>
 
-#include <cstring>
+#include <cstdlib>
 #include <memory>
 
 #include "backends/backend.h"
-#include "backends/cpu/cpu.h"
 #include "backends/eager.h"
 #include "core/ir/anf.h"
 #include "core/ir/control_flow.h"
@@ -19,6 +18,7 @@
 #include "runtime/compiled_function.h"
 #include "runtime/executable.h"
 #include "runtime/interpreter.h"
+#include "tests/fake_device.h"
 
 namespace loom::runtime {
 namespace {
@@ -29,57 +29,9 @@ using ir::Module;
 using ir::Node;
 using ir::Value;
 
-class FakeDevice final : public backend::Backend {
- public:
-  FakeDevice() {
-    for (const char* op : {"Add", "Mul", "ReLU", "MatMul", "ReduceSum", "Greater", "Neg", "Exp",
-                           "ZerosLike"}) {
-      for (DType d : {DType::kFloat32}) {
-        const backend::KernelDef* k = backend::cpu_backend().find_kernel(op, d);
-        backend::KernelDef& mine = kernels_.add(op, d, k->run);
-        mine = *k;
-      }
-    }
-  }
-  Device device() const override { return Device::kCUDA; }
-  std::shared_ptr<Storage> allocate(std::size_t bytes) override {
-    ++allocations;
-    auto* p = static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64));
-    return std::make_shared<Storage>(p, bytes, Device::kCUDA, [](void* q) { std::free(q); });
-  }
-  void copy_from_host(void* dst, const void* src, std::size_t n) override {
-    ++to_device;
-    std::memcpy(dst, src, n);
-  }
-  void copy_to_host(void* dst, const void* src, std::size_t n) override {
-    ++to_host;
-    std::memcpy(dst, src, n);
-  }
-  void copy(void* dst, const void* src, std::size_t n) override {
-    ++device_copies;
-    std::memmove(dst, src, n);
-  }
-  void fill_zero(void* dst, std::size_t n) override {
-    ++zero_fills;
-    std::memset(dst, 0, n);
-  }
-  backend::ExecutionContext& context() override { return context_; }
-  std::string describe() const override { return "fake CUDA device (host memory)"; }
+using testing::FakeDevice;
 
-  int allocations = 0, to_device = 0, to_host = 0, device_copies = 0, zero_fills = 0;
-
- private:
-  backend::cpu::CpuContext context_;
-};
-
-FakeDevice& fake() {
-  static FakeDevice* d = [] {
-    auto* b = new FakeDevice();
-    backend::register_backend(*b);
-    return b;
-  }();
-  return *d;
-}
+FakeDevice& fake() { return testing::fake_device(); }
 
 Node* call(FuncGraph* g, const char* op, std::vector<Node*> args, ir::Primitive::Attrs a = {}) {
   return g->add_call(ops::make_op(op, std::move(a)), args);
@@ -114,7 +66,7 @@ TEST(Device, APlanOnAnotherBackendUsesItForEverything) {
     for (std::int64_t i = 0; i < w.numel(); ++i) w.set(i, sign * w.get(i));
     const Value want = interpret(*g, {Value::tensor(x), Value::tensor(w)});
 
-    const int allocations = dev.allocations, to_host = dev.to_host;
+    const long allocations = dev.allocations(), to_host = dev.to_host();
     auto exe = compile(*g, dev);
     EXPECT_FALSE(exe->interpreted());
     const Value got = exe->run({Value::tensor(backend::to_device(x, dev)),
@@ -122,10 +74,25 @@ TEST(Device, APlanOnAnotherBackendUsesItForEverything) {
     ASSERT_TRUE(got.is_tensor());
     EXPECT_EQ(got.as_tensor().device(), Device::kCUDA);
     EXPECT_TRUE(backend::to_host(got.as_tensor()).bitwise_equal(want.as_tensor()));
-    EXPECT_GT(dev.allocations, allocations);  // the arena (and the uploaded constant)
-    EXPECT_GT(dev.to_host, to_host + 1);      // the predicate was read through the backend
+    EXPECT_GT(dev.allocations(), allocations);  // the arena (and the uploaded constant)
+    EXPECT_GT(dev.to_host(), to_host + 1);      // the predicate was read through the backend
   }
-  EXPECT_GT(dev.zero_fills + dev.device_copies, 0);
+  EXPECT_GT(dev.zero_fills() + dev.device_copies(), 0);
+}
+
+// The fake device's memory is closed to the host outside its kernels and copies: a raw host read
+// faults (what a missing to_host would do on a GPU), and the accessors refuse.
+TEST(Device, TheFakeDevicesMemoryIsClosedToTheHost) {
+  if (!fake().guarded()) GTEST_SKIP() << "LOOM_FAKE_DEVICE_GUARD=0";
+  const Tensor d = backend::to_device(Tensor::from_vector<float>({2}, {1, 2}), fake());
+  EXPECT_EQ(backend::to_host(d).get(1), 2.0);
+  EXPECT_THROW(d.get(0), TypeError);
+  EXPECT_DEATH(
+      {
+        const volatile float* p = static_cast<const float*>(d.raw_data());
+        std::exit(p[0] == 1.0f ? 3 : 4);
+      },
+      "fake device: segmentation fault");
 }
 
 TEST(Device, ArgumentsMustLiveOnThePlansDevice) {

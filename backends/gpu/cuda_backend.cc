@@ -1,0 +1,222 @@
+// The CUDA backend: device memory from CUDA's stream-ordered allocator (cudaMallocAsync on the
+// backend's stream with the pool keeping what was freed, so the per-batch and per-output
+// allocations between steps cost no cudaMalloc), copies and zero-fills queued on that stream,
+// one execution context (stream, cuBLAS, cuBLASLt and cuDNN handles bound to it), and the CUDA
+// kernel families.
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <sstream>
+#include <string>
+
+#include "backends/backend.h"
+#include "backends/gpu/cuda.h"
+#include "backends/gpu/cuda_backend.h"
+#include "core/ir/error.h"
+#include "core/random/random.h"
+
+namespace loom::backend {
+namespace cuda {
+
+void fail(const char* what, const std::string& message, const char* file, int line) {
+  std::string f = file;
+  const std::size_t slash = f.find("backends/");
+  if (slash != std::string::npos) f = f.substr(slash);
+  throw InternalError("CUDA: " + std::string(what) + " failed: " + message + " (" + f + ":" +
+                      std::to_string(line) + ")");
+}
+
+bool CudaContext::deterministic() const { return random::deterministic_mode(); }
+
+namespace {
+
+std::string version_text(int v, int major_div, int minor_div, int minor_mod) {
+  return std::to_string(v / major_div) + "." + std::to_string((v / minor_div) % minor_mod);
+}
+
+// A step recorded as a CUDA graph, replayed on the backend's stream.
+class Graph final : public RecordedWork {
+ public:
+  Graph(cudaGraphExec_t exec, cudaStream_t stream) : exec_(exec), stream_(stream) {}
+  ~Graph() override { cudaGraphExecDestroy(exec_); }
+  void replay() override { LOOM_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaGraphExec_t exec_;
+  cudaStream_t stream_;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) {
+    context_.device_index = device;
+    LOOM_CUDA_CHECK(cudaSetDevice(device));
+    LOOM_CUDA_CHECK(cudaGetDeviceProperties(&context_.props, device));
+    LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&context_.stream, cudaStreamNonBlocking));
+    LOOM_CUBLAS_CHECK(cublasCreate(&context_.cublas));
+    LOOM_CUBLAS_CHECK(cublasSetStream(context_.cublas, context_.stream));
+    // Float32 stays Float32 (no TF32): the figures and the CPU comparison are FP32.
+    LOOM_CUBLAS_CHECK(cublasSetMathMode(context_.cublas, CUBLAS_PEDANTIC_MATH));
+    LOOM_CUBLAS_CHECK(cublasLtCreate(&context_.cublas_lt));
+    LOOM_CUDNN_CHECK(cudnnCreate(&context_.cudnn));
+    LOOM_CUDNN_CHECK(cudnnSetStream(context_.cudnn, context_.stream));
+    // Memory freed to the pool stays there (no release at each synchronization).
+    cudaMemPool_t pool;
+    LOOM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+    std::uint64_t threshold = ~std::uint64_t{0};
+    LOOM_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+    cuda::register_elementwise_kernels(kernels_);
+    cuda::register_reduce_kernels(kernels_);
+    cuda::register_optimizer_kernels(kernels_);
+    cuda::register_blas_kernels(kernels_);
+    cuda::register_dnn_kernels(kernels_);
+  }
+
+  Device device() const override { return Device::kCUDA; }
+
+  std::shared_ptr<Storage> allocate(std::size_t bytes) override {
+    void* p = nullptr;
+    const std::size_t rounded = bytes == 0 ? 256 : (bytes + 255) / 256 * 256;
+    const cudaError_t e = cudaMallocAsync(&p, rounded, context_.stream);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clears the error
+      throw std::bad_alloc();
+    }
+    LOOM_CUDA_CHECK(e);
+    cudaStream_t stream = context_.stream;
+    return std::make_shared<Storage>(p, bytes, Device::kCUDA, [stream](void* q) {
+      // Stream-ordered: the memory returns to the pool after the queued work that uses it.
+      cudaFreeAsync(q, stream);
+    });
+  }
+
+  void copy_from_host(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes)
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, context_.stream));
+  }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
+    if (!bytes) return;
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, context_.stream));
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(context_.stream));
+  }
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes)
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, context_.stream));
+  }
+  void fill_zero(void* dst, std::size_t bytes) override {
+    if (bytes) LOOM_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, context_.stream));
+  }
+
+  ExecutionContext& context() override { return context_; }
+
+  std::unique_ptr<RecordedWork> record(const std::function<void()>& queue) override {
+    static const bool off = [] {
+      const char* v = std::getenv("LOOM_CUDA_GRAPHS");
+      return v != nullptr && std::string(v) == "0";
+    }();
+    if (off) return nullptr;
+    cudaStream_t stream = context_.stream;
+    // Thread-local mode: another thread's unrelated CUDA calls neither break nor join it.
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    bool queued = true;
+    try {
+      queue();
+    } catch (...) {
+      queued = false;  // run again without recording, the error (if real) is reported then
+    }
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    cudaGetLastError();
+    if (!queued || ended != cudaSuccess || graph == nullptr) {
+      if (graph) cudaGraphDestroy(graph);
+      return nullptr;
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (made != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return std::make_unique<Graph>(exec, stream);
+  }
+
+  void synchronize() override { LOOM_CUDA_CHECK(cudaStreamSynchronize(context_.stream)); }
+
+  std::string describe() const override {
+    const cudaDeviceProp& p = context_.props;
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    std::ostringstream s;
+    s.precision(1);
+    s << std::fixed << "CUDA: device " << context_.device_index << " " << p.name << " (sm_"
+      << p.major << p.minor << ", " << p.multiProcessorCount << " SMs, "
+      << static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0) << " GiB), driver "
+      << version_text(driver, 1000, 10, 100) << ", runtime " << version_text(runtime, 1000, 10, 100)
+      << ", cuBLAS " << cublasLtGetVersion() / 10000 << "." << (cublasLtGetVersion() / 100) % 100
+      << "." << cublasLtGetVersion() % 100 << ", cuDNN " << cudnnGetVersion() / 10000 << "."
+      << (cudnnGetVersion() / 100) % 100 << "." << cudnnGetVersion() % 100;
+    return s.str();
+  }
+
+ private:
+  CudaContext context_;
+};
+
+struct State {
+  std::once_flag once;
+  std::unique_ptr<CudaBackend> backend;
+  std::string reason;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+int chosen_device(int count) {
+  if (const char* d = std::getenv("LOOM_CUDA_DEVICE")) return std::atoi(d) % count;
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    if (const char* r = std::getenv(v)) return std::atoi(r) % count;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace cuda
+
+Backend* cuda_backend_or_null() {
+  cuda::State& s = cuda::state();
+  std::call_once(s.once, [&] {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+      s.reason = std::string("no CUDA device (cudaGetDeviceCount: ") +
+                 (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices") + ")";
+      cudaGetLastError();
+      return;
+    }
+    try {
+      s.backend = std::make_unique<cuda::CudaBackend>(cuda::chosen_device(count));
+    } catch (const std::exception& ex) {
+      s.reason = ex.what();
+      return;
+    }
+    register_backend(*s.backend);
+  });
+  return s.backend.get();
+}
+
+std::string cuda_unavailable_reason() {
+  cuda_backend_or_null();
+  return cuda::state().reason;
+}
+
+}  // namespace loom::backend
