@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# loom's GPU checks on a GPU machine, from the bundle scripts/gpu_bundle.sh made (.gpu_bundle/,
+# carried with the working tree). Run from the repository root:
+#
+#   bash scripts/gpu_check.sh            # everything to $OUT/gpu_check.log (and the terminal)
+#
+# Steps, each under its own timeout and all inside LOOM_GPU_CHECK_BUDGET seconds (default 330):
+# a failing step does not stop the next ones, and a summary ends the log.
+#   1. unpack the bundle to $LOOM_GPU_WORK (default /tmp/loom_gpu): binaries, libraries,
+#      Fashion-MNIST (also linked at /usr/share/datasets/fashion-mnist when that is free);
+#   2. find cuBLAS / cuDNN (/usr/local/cuda*, the Python packages nvidia-* of python3 and
+#      /opt/torch/.venv, torch/lib, ldconfig) and check they export what loom imports; loom runs
+#      through a wrapper that sets its LD_LIBRARY_PATH (python3 keeps the machine's own);
+#   3. the machine: CPU and its vector extensions against the build's, nvidia-smi, `loom info`;
+#   4. loom_gpu_tests: the CUDA kernels against the CPU kernels, coverage, determinism;
+#   5. tests/gpu/train_gpu_test.sh: LeNet-5 one epoch on the GPU against the CPU;
+#   6. bench/gpu_vs_torch.py: LeNet-5 (and ResNet-18) training images/s, loom against PyTorch.
+# Files under $OUT: gpu_check.log, kernel_check.xml, bench.json.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUNDLE=${LOOM_GPU_BUNDLE:-$ROOT/.gpu_bundle}
+WORK=${LOOM_GPU_WORK:-/tmp/loom_gpu}
+OUT=${OUT:-/tmp/loom_gpu_out}
+BUDGET=${LOOM_GPU_CHECK_BUDGET:-330}
+mkdir -p "$OUT"
+
+SUMMARY=()
+failed=0
+note() { SUMMARY+=("$1"); }
+
+# step NAME TIMEOUT COMMAND...: runs COMMAND under `timeout` (cut to what the budget has left),
+# records passed / skipped (77) / FAILED / TIMED OUT and the seconds it took.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((BUDGET - SECONDS - 5))
+  if ((left < 20)); then
+    note "$(printf '%-16s %-20s' "$name" "NOT RUN (budget)")"
+    echo "==== [$name] not run: ${left}s left of the ${BUDGET}s budget"
+    failed=1
+    return
+  fi
+  ((limit > left)) && limit=$left
+  echo
+  echo "==== [$name] $(date -u +%T) timeout ${limit}s: $*"
+  local t0=$SECONDS rc status
+  if declare -F "$1" >/dev/null; then
+    timeout -k 10 "$limit" bash -c "$*"  # a function of this script (exported below)
+  else
+    timeout -k 10 "$limit" "$@"
+  fi
+  rc=$?
+  case $rc in
+    0) status=passed ;;
+    77) status=skipped ;;
+    124|137) status="TIMED OUT"; failed=1 ;;
+    *) status="FAILED (rc $rc)"; failed=1 ;;
+  esac
+  note "$(printf '%-16s %-20s %4ds' "$name" "$status" $((SECONDS - t0)))"
+  echo "==== [$name] $status after $((SECONDS - t0))s"
+}
+
+# dexz SRC DST: xz, else Python's lzma (a minimal image may lack xz-utils).
+dexz() {
+  if command -v xz >/dev/null 2>&1; then
+    xz -dc "$1" >"$2"
+  else
+    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"), 1 << 20)' "$1" "$2"
+  fi
+}
+
+unpack() {
+  echo "== unpacking $BUNDLE to $WORK"
+  [[ -d $BUNDLE ]] || { echo "no bundle at $BUNDLE (carry .gpu_bundle)"; return 1; }
+  rm -rf "$WORK"
+  mkdir -p "$WORK/bin" "$WORK/lib" "$WORK/fashion-mnist"
+  local f
+  for f in "$BUNDLE"/bin/*.xz; do
+    dexz "$f" "$WORK/bin/$(basename "$f" .xz)" && chmod +x "$WORK/bin/$(basename "$f" .xz)" ||
+      return 1
+  done
+  for f in "$BUNDLE"/lib/*.xz; do dexz "$f" "$WORK/lib/$(basename "$f" .xz)" || return 1; done
+  for f in "$BUNDLE"/data/fashion-mnist/*.xz; do
+    dexz "$f" "$WORK/fashion-mnist/$(basename "$f" .xz)" || return 1
+  done
+  cat "$BUNDLE/MANIFEST.txt" 2>/dev/null | head -6
+  # loom's default data directory, when nothing holds it yet (root on the GPU machine).
+  local std=/usr/share/datasets/fashion-mnist
+  if [[ ! -e $std ]] && mkdir -p /usr/share/datasets 2>/dev/null; then
+    ln -s "$WORK/fashion-mnist" "$std" && echo "linked $std -> $WORK/fashion-mnist"
+  fi
+  ls -la "$WORK/bin" "$WORK/fashion-mnist"
+}
+
+# Directories that may hold cuBLAS / cuDNN, most likely first.
+cuda_lib_dirs() {
+  local d py
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
+           /usr/local/cuda-*/lib64 /usr/local/cuda-*/targets/x86_64-linux/lib; do
+    [[ -d $d ]] && echo "$d"
+  done
+  for py in python3 /opt/torch/.venv/bin/python3; do
+    command -v "$py" >/dev/null 2>&1 || [[ -x $py ]] || continue
+    "$py" - <<'EOF' 2>/dev/null
+import glob, os, site
+roots = set()
+try:
+    import nvidia
+    roots.update(nvidia.__path__)
+except Exception:
+    pass
+for p in site.getsitepackages():
+    roots.add(os.path.join(p, "nvidia"))
+for r in sorted(roots):
+    for d in sorted(glob.glob(os.path.join(r, "*", "lib")) + glob.glob(os.path.join(r, "*", "lib64"))):
+        print(d)
+try:
+    import torch
+    print(os.path.join(os.path.dirname(torch.__file__), "lib"))
+except Exception:
+    pass
+EOF
+  done
+  for d in /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib; do [[ -d $d ]] && echo "$d"; done
+  ldconfig -p 2>/dev/null | awk '/libcu(blas|dnn)/ {print $NF}' | xargs -r -n1 dirname
+}
+
+# Writes the wrappers $WORK/loom and $WORK/loom_gpu_tests, which run the binaries with the
+# bundle's libraries and CUDA's on LD_LIBRARY_PATH.
+find_cuda() {
+  local CUDA_LD=""
+  local want=(libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnvrtc.so.13 libnvJitLink.so.13)
+  local dirs soname d found
+  mapfile -t dirs < <(cuda_lib_dirs | while read -r d; do readlink -f "$d"; done | awk '!seen[$0]++')
+  echo "== candidate library directories:"
+  printf '  %s\n' "${dirs[@]}"
+  for soname in "${want[@]}"; do
+    found=""
+    for d in "${dirs[@]}"; do
+      if [[ -e $d/$soname ]]; then found=$d; break; fi
+    done
+    if [[ -n $found ]]; then
+      echo "  $soname: $found"
+      [[ ":$CUDA_LD:" == *":$found:"* ]] || CUDA_LD=${CUDA_LD:+$CUDA_LD:}$found
+    else
+      echo "  $soname: NOT FOUND"
+    fi
+    # every copy, for the record
+    for d in "${dirs[@]}"; do
+      [[ -e $d/$soname && $d != "$found" ]] && echo "    (also $d/$soname)"
+    done
+  done
+  # The driver's libcuda.so.1 (CUDA's runtime, linked statically, opens it): where the loader
+  # does not know it, its directory goes last.
+  if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+    found=""
+    for d in ${LD_LIBRARY_PATH//:/ } /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib64 \
+             /usr/lib/x86_64-linux-gnu; do
+      if [[ -e $d/libcuda.so.1 ]]; then found=$d; break; fi
+    done
+    echo "  libcuda.so.1: not in the loader's cache; ${found:-NOT FOUND}"
+    [[ -n $found ]] && CUDA_LD=${CUDA_LD:+$CUDA_LD:}$found
+  else
+    echo "  libcuda.so.1: $(ldconfig -p | awk '/libcuda\.so\.1 / {print $NF; exit}')"
+  fi
+  echo "loom's LD_LIBRARY_PATH: $WORK/lib:$CUDA_LD"
+  # loom runs through this wrapper; python3 and the rest keep the machine's own libraries.
+  local b
+  for b in loom loom_gpu_tests; do
+    cat >"$WORK/$b" <<EOF
+#!/usr/bin/env bash
+export LD_LIBRARY_PATH="$WORK/lib:$CUDA_LD\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+exec "$WORK/bin/$b" "\$@"
+EOF
+    chmod +x "$WORK/$b"
+  done
+  echo "== unresolved libraries:"
+  LD_LIBRARY_PATH="$WORK/lib:$CUDA_LD" ldd "$WORK/bin/loom" "$WORK/bin/loom_gpu_tests" |
+    grep -E 'not found|^/' || true
+  # The functions loom imports from cuBLAS / cuDNN (it was built against newer headers than a
+  # pip cuDNN may be): a missing one fails at its first call.
+  echo "== cuBLAS / cuDNN versions and imported functions:"
+  python3 - "$BUNDLE/cuda_symbols.txt" "$WORK/lib:$CUDA_LD" <<'EOF'
+import ctypes, os, sys
+syms = [s.strip() for s in open(sys.argv[1]) if s.strip()]
+dirs = [d for d in sys.argv[2].split(":") if d]
+libs = {}
+for soname in ("libcublasLt.so.13", "libcublas.so.13", "libcudnn.so.9"):
+    for d in dirs:
+        p = os.path.join(d, soname)
+        if os.path.exists(p):
+            try:
+                libs[soname] = ctypes.CDLL(p)
+                print(f"  loaded {p}")
+            except OSError as e:
+                print(f"  could not load {p}: {e}")
+            break
+if "libcudnn.so.9" in libs:
+    print("  cuDNN version", libs["libcudnn.so.9"].cudnnGetVersion())
+if "libcublasLt.so.13" in libs:
+    print("  cuBLASLt version", libs["libcublasLt.so.13"].cublasLtGetVersion())
+missing = [s for s in syms if not any(hasattr(l, s) for l in libs.values())]
+print(f"  {len(syms) - len(missing)} of {len(syms)} imported functions found" +
+      (": MISSING " + " ".join(missing) if missing else ""))
+sys.exit(1 if missing or len(libs) < 3 else 0)
+EOF
+}
+
+machine() {
+  echo "== machine"
+  uname -a
+  grep -m1 'model name' /proc/cpuinfo
+  echo "cores: $(nproc)"
+  local flags missing="" optional="" f
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  while read -r f; do
+    [[ -z $f ]] && continue
+    if [[ $f == \?* ]]; then
+      [[ $flags == *" ${f#?} "* ]] || optional+=" ${f#?}"
+    else
+      [[ $flags == *" $f "* ]] || missing+=" $f"
+    fi
+  done <"$BUNDLE/required_cpu_flags.txt"
+  if [[ -n $missing ]]; then
+    echo "WARNING: this CPU lacks$missing, which the bundle's binaries were compiled for:" \
+         "expect SIGILL (rebuild the bundle without --native)"
+  else
+    echo "CPU extensions the build needs: present${optional:+ (not:$optional, maybe unused)}"
+  fi
+  nvidia-smi || echo "nvidia-smi failed"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem \
+    --format=csv 2>/dev/null || true
+  python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "cuDNN",
+torch.backends.cudnn.version(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")' ||
+    true
+}
+
+export ROOT BUNDLE WORK OUT
+export -f dexz unpack cuda_lib_dirs find_cuda machine
+
+main() {
+  echo "loom GPU check, $(date -u +%FT%TZ), $(uname -n), repository $ROOT"
+  step unpack 120 unpack || true
+  if [[ ! -x $WORK/bin/loom ]]; then
+    echo "nothing to run: the bundle did not unpack"
+    note "(stopped: no binaries)"
+  else
+    step libraries 60 find_cuda
+    step machine 60 machine
+    step loom_info 60 "$WORK/loom" info
+    local none
+    none=$(timeout 60 "$WORK/loom" info 2>&1 | grep '^CUDA: none')
+    if [[ -n $none ]]; then
+      echo "WARNING: loom finds no GPU here ($none): the GPU steps will skip"
+      note "WARNING: loom finds no GPU: $none"
+      failed=1
+    fi
+    step kernel_check 150 "$WORK/loom_gpu_tests" --gtest_output="xml:$OUT/kernel_check.xml"
+    step train_lenet 150 env LOOM_FASHION_MNIST_DIR="$WORK/fashion-mnist" \
+      bash "$ROOT/tests/gpu/train_gpu_test.sh" "$WORK/loom"
+    # The benchmark's own budget: what is left, less a margin for its last run and the summary.
+    local bench_budget=$((BUDGET - SECONDS - 30))
+    ((bench_budget > 130)) && bench_budget=130
+    step bench 150 env PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu_vs_torch.py" \
+      --loom "$WORK/loom" --data-dir "$WORK/fashion-mnist" --json "$OUT/bench.json" \
+      --budget "$bench_budget"
+  fi
+  echo
+  echo "==================== summary ($SECONDS s) ===================="
+  printf '%s\n' "${SUMMARY[@]}"
+  if ((failed)); then echo "gpu_check: SOME STEPS FAILED"; else echo "gpu_check: all steps passed"; fi
+  return $failed
+}
+
+main "$@" 2>&1 | tee "$OUT/gpu_check.log"
+exit "${PIPESTATUS[0]}"
