@@ -5,10 +5,23 @@
 // norm_loss_kernels.cc, fused_kernels.cc).
 //
 // Convolutions run on cuDNN (the v7-style descriptor API). prepare() builds the descriptors and
-// picks the algorithm once per node from cuDNN's heuristics (cudnnGet*Algorithm_v7): the first
-// candidate that runs with these descriptors, needs at most kCudnnBudget of workspace and, in
-// deterministic mode, is deterministic. Float32 convolutions are restricted to FMA kernels
-// (CUDNN_FMA_MATH: no TF32 tensor cores), as cuBLAS is. cuDNN pads symmetrically; where the
+// picks the algorithm once per node, as PyTorch's cudnn.benchmark does: a timed search
+// (cudnnFind*AlgorithmEx) on temporary device buffers of the node's sizes, with a temporary
+// workspace of kCudnnBudget (at most a quarter of the free device memory), run on the backend's
+// stream and synchronized before the buffers are freed; the fastest candidate that succeeded,
+// needs at most kCudnnBudget of workspace and, in deterministic mode, is deterministic wins. The
+// choice is kept in a process-wide cache keyed by the convolution as cuDNN sees it (device,
+// direction, dtype, the x / w / y shapes, symmetric padding, strides, dilations, groups and the
+// deterministic flag), so identical layers search once. Where the search cannot run (out of
+// memory, a failed Find call) or is off, the choice comes from cuDNN's heuristics
+// (cudnnGet*Algorithm_v7): the first candidate that runs with these descriptors within the budget
+// (deterministic when asked). LOOM_CUDNN_SEARCH: unset, the search runs except in deterministic
+// mode (timings vary between processes, and so would the chosen algorithm and the bits; the
+// heuristic's choice is the same in every run); 0, heuristics only; 1, the search in
+// deterministic mode too (among deterministic algorithms). Float32 convolutions are restricted
+// to FMA kernels (CUDNN_FMA_MATH: no TF32 tensor cores), as cuBLAS is; the Winograd and FFT
+// algorithms stay candidates (their rounding is expected within the CPU comparison's Float32
+// convolution tolerance, 5e-4 of the output's largest value). cuDNN pads symmetrically; where the
 // padding (MindSpore's SAME split, which puts the odd element after, or an explicit pad list) is
 // not, cuDNN takes the symmetric part and the rest becomes an explicit zero border: the input is
 // copied padded into the workspace (forward, filter gradient), or the input gradient is computed
@@ -31,10 +44,14 @@
 //   unbiased batch variance; y, dx and the saved statistics are computed as the CPU computes them.
 // Every kernel writes every output element (declared at registration, as the CPU's).
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -223,7 +240,251 @@ bool pick_algorithm(const Perf* perf, int returned, int count, bool deterministi
   return false;
 }
 
-void choose_algorithm(cudnnHandle_t handle, ConvPlan& p, bool deterministic) {
+// LOOM_CUDNN_SEARCH (the header comment): whether prepare() times the algorithms.
+bool search_on(bool deterministic) {
+  static const int mode = [] {
+    const char* v = std::getenv("LOOM_CUDNN_SEARCH");
+    if (v == nullptr || *v == '\0') return -1;  // unset: outside deterministic mode
+    return std::string(v) == "0" ? 0 : 1;
+  }();
+  return mode == 1 || (mode == -1 && !deterministic);
+}
+
+// A convolution as cuDNN sees it, and the device: the search cache's key.
+using SearchKey = std::array<int64_t, 20>;
+
+SearchKey search_key(int device, const ConvPlan& p, bool deterministic) {
+  const ConvGeometry& g = p.g;
+  return {device, static_cast<int64_t>(p.op), static_cast<int64_t>(p.dtype),
+          g.n, g.c, p.hp, p.wp,                                   // x as cuDNN sees it
+          g.o, g.oh, g.ow, g.kh, g.kw,                            // y and w
+          std::min(g.top, g.bottom), std::min(g.left, g.right),  // cuDNN's symmetric padding
+          g.sh, g.sw, g.dil_h, g.dil_w, g.group, deterministic ? 1 : 0};
+}
+
+// The searched algorithm (as an int, whichever direction) and its workspace.
+struct SearchResult {
+  int algo = 0;
+  std::size_t bytes = 0;
+};
+
+// The process-wide cache of searched algorithms, under its mutex.
+struct SearchCache {
+  std::mutex mutex;
+  std::map<SearchKey, SearchResult> results;
+};
+
+SearchCache& search_cache() {
+  static SearchCache cache;
+  return cache;
+}
+
+// The device memory of one search: cudaMalloc'd on demand; freed on every path once the stream's
+// work (the timed runs) has finished.
+class SearchBuffers {
+ public:
+  explicit SearchBuffers(cudaStream_t stream) : stream_(stream) {}
+  SearchBuffers(const SearchBuffers&) = delete;
+  SearchBuffers& operator=(const SearchBuffers&) = delete;
+  ~SearchBuffers() {
+    if (owned_.empty()) return;
+    cudaStreamSynchronize(stream_);
+    for (void* q : owned_) cudaFree(q);
+  }
+  // `bytes` (at least 1) of device memory; nullptr when the allocation fails (the error cleared).
+  void* get(std::size_t bytes) {
+    void* q = nullptr;
+    if (cudaMalloc(&q, std::max<std::size_t>(bytes, 1)) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    owned_.push_back(q);
+    return q;
+  }
+
+ private:
+  cudaStream_t stream_;
+  std::vector<void*> owned_;
+};
+
+// Makes `device` current for a scope (a search's cudaMalloc / cudaFree), then restores the
+// previous one; ok() is false where CUDA refused.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    ok_ = cudaGetDevice(&previous_) == cudaSuccess &&
+          (previous_ == device || cudaSetDevice(device) == cudaSuccess);
+    if (!ok_) cudaGetLastError();
+    restore_ = ok_ && previous_ != device;
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  ~DeviceScope() {
+    if (restore_) cudaSetDevice(previous_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  int previous_ = 0;
+  bool ok_ = false, restore_ = false;
+};
+
+// Picks from cudnnFind*AlgorithmEx's timed results: the fastest that succeeded, is usable and
+// deterministic when asked, needs at most `limit` bytes of workspace by the search's report and
+// by the workspace query (the larger of the two is kept).
+template <typename Algo, typename Perf, typename Size>
+bool pick_fastest(const Perf* perf, int returned, bool deterministic, bool fp32,
+                  std::size_t limit, Size&& workspace_of, Algo& algo, std::size_t& bytes) {
+  bool found = false;
+  float best = 0;
+  for (int i = 0; i < returned; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+    if (!usable_math(perf[i].mathType, fp32)) continue;
+    if (perf[i].time < 0 || perf[i].memory > limit) continue;
+    std::size_t b = 0;
+    if (!workspace_of(perf[i].algo, b) || b > limit) continue;
+    if (found && !(perf[i].time < best)) continue;
+    found = true;
+    best = perf[i].time;
+    algo = perf[i].algo;
+    bytes = std::max(b, perf[i].memory);
+  }
+  return found;
+}
+
+// The timed search (the header comment), or the cached result of an identical convolution's:
+// false, choosing nothing, where it is off or cannot run.
+bool search_algorithm(const CudaContext& ctx, ConvPlan& p, bool deterministic) {
+  if (!search_on(deterministic)) return false;
+  const SearchKey key = search_key(ctx.device_index, p, deterministic);
+  SearchResult r;
+  bool cached = false;
+  {
+    SearchCache& cache = search_cache();
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    const auto it = cache.results.find(key);
+    if (it != cache.results.end()) {
+      r = it->second;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    const bool fp32 = p.dtype == DType::kFloat32;
+    const ConvGeometry& g = p.g;
+    const CudnnDescriptors& d = p.d;
+    cudnnHandle_t handle = ctx.cudnn;
+    const std::size_t elem = dtype_size(p.dtype);
+    const std::size_t x_bytes = static_cast<std::size_t>(g.n * g.c * p.hp * p.wp) * elem;
+    const std::size_t w_bytes =
+        static_cast<std::size_t>(g.o * (g.c / g.group) * g.kh * g.kw) * elem;
+    const std::size_t y_bytes = static_cast<std::size_t>(g.n * g.o * g.oh * g.ow) * elem;
+    bool ok = false;
+    {
+      const DeviceScope device(ctx.device_index);
+      if (!device.ok()) return false;
+      SearchBuffers buffers(ctx.stream);  // freed, after a synchronization, at the block's end
+      void* x = buffers.get(x_bytes);
+      void* w = buffers.get(w_bytes);
+      void* y = buffers.get(y_bytes);
+      if (x == nullptr || w == nullptr || y == nullptr) return false;
+      std::size_t free_bytes = 0, total_bytes = 0;
+      if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+      }
+      const std::size_t limit = std::min(kCudnnBudget, free_bytes / 4);
+      void* ws = limit == 0 ? nullptr : buffers.get(limit);
+      if (limit != 0 && ws == nullptr) return false;
+      // Defined contents (zeros) for the operands read.
+      if (cudaMemsetAsync(x, 0, x_bytes, ctx.stream) != cudaSuccess ||
+          cudaMemsetAsync(w, 0, w_bytes, ctx.stream) != cudaSuccess ||
+          cudaMemsetAsync(y, 0, y_bytes, ctx.stream) != cudaSuccess ||
+          cudaStreamSynchronize(ctx.stream) != cudaSuccess) {  // no earlier work in the timings
+        cudaGetLastError();
+        return false;
+      }
+      cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+      switch (p.op) {
+        case ConvOp::kForward: {
+          cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+          int returned = 0;
+          status = cudnnFindConvolutionForwardAlgorithmEx(
+              handle, d.x, x, d.w, w, d.conv, d.y, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned,
+              perf, ws, limit);
+          cudnnConvolutionFwdAlgo_t algo{};
+          ok = status == CUDNN_STATUS_SUCCESS &&
+               pick_fastest(
+                   perf, returned, deterministic, fp32, limit,
+                   [&](cudnnConvolutionFwdAlgo_t a, std::size_t& b) {
+                     return cudnnGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y,
+                                                                    a, &b) ==
+                            CUDNN_STATUS_SUCCESS;
+                   },
+                   algo, r.bytes);
+          r.algo = static_cast<int>(algo);
+          break;
+        }
+        case ConvOp::kInput: {
+          cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+          int returned = 0;
+          status = cudnnFindConvolutionBackwardDataAlgorithmEx(
+              handle, d.w, w, d.y, y, d.conv, d.x, x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+              &returned, perf, ws, limit);
+          cudnnConvolutionBwdDataAlgo_t algo{};
+          ok = status == CUDNN_STATUS_SUCCESS &&
+               pick_fastest(
+                   perf, returned, deterministic, fp32, limit,
+                   [&](cudnnConvolutionBwdDataAlgo_t a, std::size_t& b) {
+                     return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, d.w, d.y, d.conv,
+                                                                         d.x, a, &b) ==
+                            CUDNN_STATUS_SUCCESS;
+                   },
+                   algo, r.bytes);
+          r.algo = static_cast<int>(algo);
+          break;
+        }
+        case ConvOp::kFilter: {
+          cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+          int returned = 0;
+          status = cudnnFindConvolutionBackwardFilterAlgorithmEx(
+              handle, d.x, x, d.y, y, d.conv, d.w, w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+              &returned, perf, ws, limit);
+          cudnnConvolutionBwdFilterAlgo_t algo{};
+          ok = status == CUDNN_STATUS_SUCCESS &&
+               pick_fastest(
+                   perf, returned, deterministic, fp32, limit,
+                   [&](cudnnConvolutionBwdFilterAlgo_t a, std::size_t& b) {
+                     return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                                handle, d.x, d.y, d.conv, d.w, a, &b) == CUDNN_STATUS_SUCCESS;
+                   },
+                   algo, r.bytes);
+          r.algo = static_cast<int>(algo);
+          break;
+        }
+      }
+      // A failed search leaves no CUDA error behind for a later launch check to report.
+      if (status != CUDNN_STATUS_SUCCESS) cudaGetLastError();
+    }
+    if (!ok) return false;
+    SearchCache& cache = search_cache();
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    r = cache.results.emplace(key, r).first->second;  // a concurrent search's result stays
+  }
+  switch (p.op) {
+    case ConvOp::kForward: p.fwd = static_cast<cudnnConvolutionFwdAlgo_t>(r.algo); break;
+    case ConvOp::kInput: p.bwd_data = static_cast<cudnnConvolutionBwdDataAlgo_t>(r.algo); break;
+    case ConvOp::kFilter:
+      p.bwd_filter = static_cast<cudnnConvolutionBwdFilterAlgo_t>(r.algo);
+      break;
+  }
+  p.cudnn_bytes = r.bytes;
+  return true;
+}
+
+void choose_algorithm(const CudaContext& ctx, ConvPlan& p, bool deterministic) {
+  if (search_algorithm(ctx, p, deterministic)) return;
+  cudnnHandle_t handle = ctx.cudnn;
   const bool fp32 = p.dtype == DType::kFloat32;
   const CudnnDescriptors& d = p.d;
   bool ok = false;
@@ -345,7 +606,7 @@ std::shared_ptr<ConvPlan> plan_conv(const PrepareContext& c, ConvOp op, const Sh
                         std::to_string(oww) + ") differs from the inferred one for " +
                         geometry_text(g));
   }
-  choose_algorithm(context(c).cudnn, *p, context(c).deterministic());
+  choose_algorithm(context(c), *p, context(c).deterministic());
   if (p->padded) {
     p->pad_bytes = round_up(static_cast<std::size_t>(g.n * g.c * p->hp * p->wp) * elem);
   }
