@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -68,6 +69,14 @@ class Backend {
   const KernelDef* find_kernel(std::string_view op, DType dtype) const {
     return kernels_.find(op, dtype);
   }
+
+  // The most bytes of this device's memory in use at once so far (allocations alive); -1 where
+  // the backend does not keep the figure (the CPU: the process's peak RSS says it).
+  virtual std::int64_t memory_high_water() const { return -1; }
+
+  // The device's fp32 peak in GFLOP/s from its specification (the profiler's "% of peak"); 0
+  // where the backend gives none (the CPU's is measured: backends/cpu/peak.h).
+  virtual double peak_fp32_gflops() const { return 0; }
 
   // One line for `loom info` (the device, its memory, library versions).
   virtual std::string describe() const = 0;

@@ -1,26 +1,42 @@
 #!/usr/bin/env python3
-"""Training throughput on one GPU: loom against PyTorch, eager and as a CUDA graph, in one run.
+"""Training throughput, device memory and compile time on one GPU: loom against PyTorch, in one run.
 
     python3 bench/gpu_vs_torch.py --loom build/bin/loom [--data-dir DIR] [--json out.json]
-    python3 bench/gpu_vs_torch.py --loom build/bin/loom --configs lenet:32 lenet:256 resnet18:256
+    python3 bench/gpu_vs_torch.py --loom build/bin/loom --configs lenet:32 resnet50:128:20:2
+    python3 bench/gpu_vs_torch.py --loom build/bin/loom --device CPU \
+        --configs lenet:32:20 resnet50:2:2:1 resnet50_224:2:1:1     # a dry run without a GPU
 
-For each configuration (model:batch; default LeNet-5 at batch 32 and 256, then ResNet-18 in
-loom's 32x32 layout at batch 256 when the time budget allows), `repeats` rounds, interleaved:
+Configurations are MODEL:BATCH[:STEPS[:ROUNDS]]; by default LeNet-5 at batch 32 and 256,
+ResNet-18 at 256 and ResNet-50 at 128 (both in loom's 32x32 layout), then ResNet-50 at 224x224
+batch 128 for PyTorch alone, each while the time budget (--budget) allows. For each, `rounds`
+rounds, interleaved:
   - loom: `loom train MODEL --device GPU --epochs 1 --batch-size B --train-samples N --json` on
-    Fashion-MNIST, its JSON train_images_per_s (training steps only: data waits and compilation
-    excluded) and N / train_loop_s (the whole step loop, data waits included);
+    Fashion-MNIST: its JSON train_images_per_s (training steps only: data waits and compilation
+    excluded), N / train_loop_s (the whole step loop, data waits included), compile_ms and
+    device_peak_mib (the CUDA memory pool's high-water mark, where the build reports it);
   - PyTorch eager: the same network (bench/train_vs_torch.py's definitions of MindSpore's
-    model-zoo LeNet-5 and ResNet) on one synthetic batch resident on the GPU, SGD with momentum
-    0.9 (ResNet: weight decay 1e-4, as loom's recipe), softmax cross-entropy;
+    model-zoo LeNet-5 and ResNet, which loom's recipes build) on one synthetic batch resident
+    on the GPU, SGD with momentum 0.9 (ResNet: weight decay 1e-4, as loom's recipe), softmax
+    cross-entropy; its peak device memory is torch.cuda.max_memory_allocated() over steps after
+    the warm-up (reset_peak_memory_stats() before them: cudnn.benchmark's trial workspaces not
+    counted; the figure with them is in the JSON as torch_first_peak_mib);
   - PyTorch CUDA graph: forward, backward and the optimizer step captured once
-    (torch.cuda.graph, whole-network capture) and replayed.
+    (torch.cuda.graph, whole-network capture) and replayed; its peak includes the capture.
+loom's `loom train` builds the ResNets only in the zoo's small-image layout (3x3 stride-1 stem,
+no max-pool) on Fashion-MNIST (1x32x32, 10 classes) or CIFAR-10; its ImageNet layout (224x224)
+is reachable from loom_bench_train only, which has no GPU path. resnet50_224 is therefore
+PyTorch's reference alone: torchvision.models.resnet50(num_classes=1000) when torchvision is
+importable, else bench/train_vs_torch.py's ImageNet-layout ResNet-50 (the same 25,557,032
+parameters).
 FP32 throughout: TF32 off for cuBLAS and cuDNN in PyTorch (loom's CUDA backend uses
 CUBLAS_PEDANTIC_MATH), cudnn.benchmark on. Prints the medians in a table with the GPU's name and
-the ratios loom / PyTorch; --json writes every run's figures.
+the ratios loom / PyTorch, then device memory and compile times; --json writes every run's
+figures (after every configuration, and when the run is cut short by SIGTERM / SIGINT).
 """
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -33,16 +49,52 @@ import torch.nn.functional as F  # noqa: E402
 
 from train_vs_torch import LeNet5, ResNet  # noqa: E402
 
-# model: (constructor, sample shape, classes, weight decay, steps per timed run by batch)
+TORCH_NET_NOTE = {}  # model -> which PyTorch network was built (for the JSON)
+
+
+def resnet50_224():
+    try:
+        import torchvision  # noqa: PLC0415
+        TORCH_NET_NOTE["resnet50_224"] = f"torchvision {torchvision.__version__} resnet50"
+        return torchvision.models.resnet50(num_classes=1000)
+    except ImportError:
+        TORCH_NET_NOTE["resnet50_224"] = ("train_vs_torch.ResNet(50, 1000, 3, imagenet=True) "
+                                          "(no torchvision)")
+        return ResNet(50, 1000, 3, True)
+
+
+# model: the PyTorch network, its input and classes, weight decay; loom's model name (None:
+# PyTorch alone); steps per timed run by batch and otherwise; rounds (None: --repeats); warm-up
+# steps before each timed PyTorch run; est_s: a guess of one round's seconds on an H100 (loom's
+# process, PyTorch eager and graph) and of the set-up (construction, warm-up, graph capture),
+# which decides whether a configuration still fits the budget (scaled by how much slower the
+# configurations before it ran than their guesses).
 MODELS = {
-    "lenet": (LeNet5, (1, 32, 32), 10, 0.0, {32: 600, 256: 150}),
-    "resnet18": (lambda: ResNet(18, 10, 1, False), (1, 32, 32), 10, 1e-4, {}),
+    "lenet": dict(make=LeNet5, sample=(1, 32, 32), classes=10, wd=0.0, loom="lenet",
+                  steps={32: 600, 256: 150}, default_steps=150, rounds=None, warmup=10,
+                  est_round_s=5.0, est_setup_s=2.0),
+    "resnet18": dict(make=lambda: ResNet(18, 10, 1, False), sample=(1, 32, 32), classes=10,
+                     wd=1e-4, loom="resnet18", steps={}, default_steps=40, rounds=None,
+                     warmup=10, est_round_s=8.0, est_setup_s=5.0),
+    # loom's recipe: the small-image layout on Fashion-MNIST, as `loom train resnet50` trains it
+    "resnet50": dict(make=lambda: ResNet(50, 10, 1, False), sample=(1, 32, 32), classes=10,
+                     wd=1e-4, loom="resnet50", steps={}, default_steps=20, rounds=2, warmup=5,
+                     est_round_s=12.0, est_setup_s=8.0),
+    # ImageNet layout, PyTorch alone (loom's CLI has no 224x224 path)
+    "resnet50_224": dict(make=resnet50_224, sample=(3, 224, 224), classes=1000, wd=1e-4,
+                         loom=None, steps={}, default_steps=20, rounds=2, warmup=3,
+                         est_round_s=10.0, est_setup_s=12.0),
 }
-DEFAULT_STEPS = {"lenet": 150, "resnet18": 40}
+DEFAULT_CONFIGS = ["lenet:32", "lenet:256", "resnet18:256", "resnet50:128", "resnet50_224:128"]
+MIB = 1024.0 * 1024.0
 
 
-def steps_for(model, batch):
-    return MODELS[model][4].get(batch, DEFAULT_STEPS[model])
+class Stop(Exception):
+    """SIGTERM / SIGINT (gpu_check.sh's timeout): stop, print and write what was measured."""
+
+
+def on_signal(signum, _frame):
+    raise Stop(f"signal {signum}")
 
 
 def loom_run(loom, model, batch, steps, data_dir, timeout, device="GPU"):
@@ -51,7 +103,10 @@ def loom_run(loom, model, batch, steps, data_dir, timeout, device="GPU"):
     if data_dir:
         cmd += ["--data-dir", data_dir]
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{' '.join(cmd)}: killed after {timeout:.0f} s (the budget)") from None
     wall = time.perf_counter() - t0
     lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
     if p.returncode != 0 or not lines:
@@ -61,21 +116,23 @@ def loom_run(loom, model, batch, steps, data_dir, timeout, device="GPU"):
     loop = r.get("train_loop_s") or 0
     return {"images_per_s": r["train_images_per_s"],
             "loop_images_per_s": batch * steps / loop if loop else None,
-            "train_loop_s": loop, "compile_ms": r.get("compile_ms"), "wall_s": wall}
+            "train_loop_s": loop, "compile_ms": r.get("compile_ms"),
+            "device_peak_mib": r.get("device_peak_mib"), "peak_rss_mib": r.get("peak_rss_mib"),
+            "total_s": r.get("total_s"), "wall_s": wall}
 
 
 class TorchTrainer:
     """One network, optimizer and synthetic batch on the GPU; eager steps or a captured graph."""
 
     def __init__(self, model, batch, graphed, device="cuda"):
-        make, sample, classes, wd = MODELS[model][:4]
+        m = MODELS[model]
         torch.manual_seed(1)
         self.device = device
-        self.net = make().to(device).train()
+        self.net = m["make"]().to(device).train()
         self.opt = torch.optim.SGD(self.net.parameters(), lr=0.01, momentum=0.9,
-                                   weight_decay=wd)
-        self.x = torch.randn(batch, *sample, device=device)
-        self.y = torch.randint(0, classes, (batch,), device=device)
+                                   weight_decay=m["wd"])
+        self.x = torch.randn(batch, *m["sample"], device=device)
+        self.y = torch.randint(0, m["classes"], (batch,), device=device)
         self.batch = batch
         self.graph = None
         if graphed:
@@ -122,29 +179,141 @@ class TorchTrainer:
         return self.batch * steps / (time.perf_counter() - t0)
 
 
+def build_torch(model, batch, cuda, mem):
+    """The eager and graphed trainers; their peak device memory into `mem` (MiB)."""
+    if not cuda:
+        return TorchTrainer(model, batch, graphed=False, device="cpu"), None
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    eager = TorchTrainer(model, batch, graphed=False)
+    eager.images_per_s(2, warmup=1)  # cudnn.benchmark's searches, the momentum buffers
+    mem["torch_first_peak_mib"] = (torch.cuda.max_memory_allocated() - base) / MIB
+    torch.cuda.reset_peak_memory_stats()
+    eager.images_per_s(3, warmup=0)
+    mem["torch_peak_mib"] = (torch.cuda.max_memory_allocated() - base) / MIB
+    mem["torch_reserved_peak_mib"] = torch.cuda.max_memory_reserved() / MIB
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    graphed = TorchTrainer(model, batch, graphed=True)
+    graphed.images_per_s(2, warmup=0)
+    mem["torch_graph_peak_mib"] = (torch.cuda.max_memory_allocated() - base) / MIB
+    return eager, graphed
+
+
 def median(v):
     v = [x for x in v if x is not None]
     return statistics.median(v) if v else None
 
 
-def fmt(x, spec="{:10.0f}"):
-    return spec.format(x) if x is not None else "{:>10}".format("-")
+def fmt(x, spec="{:10.0f}", width=10):
+    return spec.format(x) if x is not None else "{:>{w}}".format("-", w=width)
+
+
+def ratio(x, y):
+    return x / y if x and y else None
+
+
+def summarize(r):
+    runs = [x for x in r["loom"] if x]
+    r["median"] = {
+        "loom": median([x["images_per_s"] for x in runs]),
+        "loom_loop": median([x["loop_images_per_s"] for x in runs]),
+        "torch_eager": median(r["torch_eager"]), "torch_graph": median(r["torch_graph"]),
+        "loom_compile_ms": median([x["compile_ms"] for x in runs]),
+        # the largest of the runs: a high-water mark
+        "loom_device_peak_mib": max((x["device_peak_mib"] for x in runs
+                                     if x.get("device_peak_mib") is not None), default=None),
+    }
+    mem = r.get("memory", {})
+    r["median"]["loom_over_torch_memory"] = ratio(r["median"]["loom_device_peak_mib"],
+                                                  mem.get("torch_peak_mib"))
+
+
+def print_tables(header, results):
+    print()
+    print(header)
+    print(f"{'model':<13} {'batch':>5} {'steps':>5} {'loom':>10} {'loom loop':>10} "
+          f"{'torch':>10} {'torch graph':>11} {'loom/torch':>10} {'loom/graph':>10}   (images/s, "
+          "medians of the rounds)")
+    for r in results:
+        name = f"{r['model']:<13} {r['batch']:>5} {r['steps']:>5}"
+        if r.get("skipped"):
+            print(f"{name} skipped: {r['skipped']}")
+            continue
+        summarize(r)
+        m = r["median"]
+        print(f"{name} {fmt(m['loom'])} {fmt(m['loom_loop'])} {fmt(m['torch_eager'])} "
+              f"{fmt(m['torch_graph'], '{:11.0f}', 11)} "
+              f"{fmt(ratio(m['loom'], m['torch_eager']), '{:10.2f}')} "
+              f"{fmt(ratio(m['loom'], m['torch_graph']), '{:10.2f}')}"
+              + (f"   ({len(r['torch_eager'])} rounds, {len([x for x in r['loom'] if x])} loom)"
+                 if len(r['torch_eager']) != r['rounds'] or any(x is None for x in r['loom'])
+                 else ""))
+    print("loom: train_images_per_s (steps only); loom loop: images / train_loop_s (data waits "
+          "included); torch: one synthetic batch resident on the GPU (no input copies); "
+          "resnet18/resnet50: the 32x32 layout (1x32x32, 10 classes); resnet50_224: 3x224x224, "
+          "1000 classes, PyTorch alone (`loom train` has no 224x224 layout)")
+    print()
+    print(f"{'model':<13} {'batch':>5} {'loom compile':>12} {'loom device':>11} "
+          f"{'torch eager':>11} {'torch graph':>11} {'loom/torch':>10}   (compile ms; peak device "
+          f"MiB)")
+    for r in results:
+        if r.get("skipped"):
+            continue
+        m, mem = r["median"], r.get("memory", {})
+        dev = m["loom_device_peak_mib"]
+        dev_s = (f"{dev:11.0f}" if dev is not None
+                 else f"{'n/a' if any(r['loom']) else '-':>11}")
+        print(f"{r['model']:<13} {r['batch']:>5} {fmt(m['loom_compile_ms'], '{:12.0f}', 12)} "
+              f"{dev_s} {fmt(mem.get('torch_peak_mib'), '{:11.0f}', 11)} "
+              f"{fmt(mem.get('torch_graph_peak_mib'), '{:11.0f}', 11)} "
+              f"{fmt(m['loom_over_torch_memory'], '{:10.2f}')}")
+    print("loom device: the JSON's device_peak_mib (the CUDA memory pool's high-water mark, the "
+          "largest of the runs; n/a: this build does not report it); torch: "
+          "max_memory_allocated() over steps after the warm-up (eager; graph: construction, "
+          "capture and replays); loom/torch against eager")
+    for r in results:
+        if r["model"] == "resnet50" and not r.get("skipped"):
+            c = r["median"]["loom_compile_ms"]
+            verdict = "-" if c is None else ("met" if c < 2000 else "NOT met")
+            print(f"ResNet-50 (32x32) compile_ms: {fmt(c, '{:.0f}', 1)} ms "
+                  f"(the issue's bar: under 2000 ms: {verdict})")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--loom", default=os.environ.get("LOOM", "build/bin/loom"))
     ap.add_argument("--data-dir", default=None, help="Fashion-MNIST (default: where loom finds it)")
-    ap.add_argument("--configs", nargs="+", default=["lenet:32", "lenet:256", "resnet18:256"],
-                    help="model:batch pairs, in order (later ones are dropped past the budget)")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS,
+                    help="MODEL:BATCH[:STEPS[:ROUNDS]], in order (later ones are dropped past "
+                    "the budget); models: " + ", ".join(MODELS))
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="rounds of the models without their own (resnet50*: 2)")
     ap.add_argument("--budget", type=float, default=150,
-                    help="seconds: a configuration starts only while it is likely to fit")
+                    help="seconds: a configuration starts only while it is likely to fit, and "
+                    "its rounds stop when the next would not")
     ap.add_argument("--json", default=None, help="write every run's figures here")
     ap.add_argument("--device", choices=["GPU", "CPU"], default="GPU",
-                    help="CPU: a dry run of this script where there is no GPU (no CUDA graphs)")
+                    help="CPU: a dry run of this script where there is no GPU (no CUDA graphs, "
+                    "no device memory)")
     a = ap.parse_args()
     start = time.perf_counter()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    configs = []
+    for cfg in a.configs:
+        parts = cfg.split(":")
+        if len(parts) < 2 or len(parts) > 4 or parts[0] not in MODELS:
+            ap.error(f"bad configuration {cfg!r} (MODEL:BATCH[:STEPS[:ROUNDS]], models: "
+                     f"{', '.join(MODELS)})")
+        m = MODELS[parts[0]]
+        batch = int(parts[1])
+        steps = int(parts[2]) if len(parts) > 2 else m["steps"].get(batch, m["default_steps"])
+        rounds = int(parts[3]) if len(parts) > 3 else (m["rounds"] or a.repeats)
+        configs.append((cfg, parts[0], batch, steps, rounds))
 
     cuda = a.device == "GPU"
     if cuda and not torch.cuda.is_available():
@@ -160,80 +329,111 @@ def main():
     print(header, flush=True)
 
     results = []
-    for i, cfg in enumerate(a.configs):
-        model, batch = cfg.split(":")
-        batch = int(batch)
-        steps = steps_for(model, batch)
-        elapsed = time.perf_counter() - start
-        # A configuration's first round tells how long a round takes; ResNet rounds are longer.
-        per_round = max((r.get("round_s", 8.0) for r in results), default=8.0) * (3 if "resnet" in model else 1)
-        if i > 0 and elapsed + per_round * a.repeats > a.budget:
-            print(f"{cfg}: skipped ({elapsed:.0f} s of the {a.budget:.0f} s budget used)")
-            continue
-        row = {"model": model, "batch": batch, "steps": steps, "loom": [], "torch_eager": [],
-               "torch_graph": [], "errors": []}
-        try:
-            eager = TorchTrainer(model, batch, graphed=False, device="cuda" if cuda else "cpu")
-            graphed = TorchTrainer(model, batch, graphed=True) if cuda else None
-        except Exception as e:  # noqa: BLE001
-            row["errors"].append(f"torch: {e}")
-            eager = graphed = None
-        t_cfg = time.perf_counter()
-        for rep in range(a.repeats):
-            t_round = time.perf_counter()
-            left = a.budget - (t_round - start)
-            if rep > 0 and left < (t_round - t_cfg) / rep:
-                break
-            try:
-                row["loom"].append(loom_run(a.loom, model, batch, steps, a.data_dir,
-                                            timeout=max(30, left), device=a.device))
-            except Exception as e:  # noqa: BLE001
-                row["errors"].append(f"loom: {e}")
-                row["loom"].append(None)
-            if eager is not None:
-                row["torch_eager"].append(eager.images_per_s(steps))
-                row["torch_graph"].append(graphed.images_per_s(steps) if graphed else None)
-            row["round_s"] = time.perf_counter() - t_round
-            lo = row["loom"][-1]
-            print(f"{cfg} round {rep + 1}: loom "
-                  f"{lo['images_per_s']:.0f} img/s (loop {lo['loop_images_per_s'] or 0:.0f}, "
-                  f"wall {lo['wall_s']:.1f} s)" if lo else f"{cfg} round {rep + 1}: loom failed",
-                  end="")
-            if row["torch_eager"]:
-                print(f", torch eager {row['torch_eager'][-1]:.0f}, "
-                      f"graph {row['torch_graph'][-1] or 0:.0f} img/s", end="")
-            print(f" ({row['round_s']:.1f} s)", flush=True)
-        for err in dict.fromkeys(row["errors"]):
-            print(f"{cfg}: {err}")
-        del eager, graphed
-        if cuda:
-            torch.cuda.empty_cache()
-        results.append(row)
-        if a.json:  # after every configuration: a run cut short keeps what it measured
-            with open(a.json, "w") as f:
-                json.dump({"gpu": gpu, "torch": torch.__version__, "results": results}, f,
-                          indent=1)
+    slow = 1.0  # how much longer than their guesses the configurations so far took
 
-    print()
-    print(header)
-    print(f"{'model':<9} {'batch':>5} {'steps':>5} {'loom':>10} {'loom loop':>10} "
-          f"{'torch':>10} {'torch graph':>11} {'loom/torch':>10} {'loom/graph':>10}   (images/s, "
-          f"medians of {a.repeats})")
-    for r in results:
-        lo = median([x["images_per_s"] if x else None for x in r["loom"]])
-        ll = median([x["loop_images_per_s"] if x else None for x in r["loom"]])
-        te, tg = median(r["torch_eager"]), median(r["torch_graph"])
-        r["median"] = {"loom": lo, "loom_loop": ll, "torch_eager": te, "torch_graph": tg}
-        ratio = lambda x, y: x / y if x and y else None  # noqa: E731
-        print(f"{r['model']:<9} {r['batch']:>5} {r['steps']:>5} {fmt(lo)} {fmt(ll)} {fmt(te)} "
-              f"{fmt(tg, '{:11.0f}')} {fmt(ratio(lo, te), '{:10.2f}')} "
-              f"{fmt(ratio(lo, tg), '{:10.2f}')}")
-    print("loom: train_images_per_s (steps only); loom loop: images / train_loop_s (data waits "
-          "included); torch: one synthetic batch resident on the GPU (no input copies)")
-    if a.json:
+    def write_json():
+        if not a.json:
+            return
         with open(a.json, "w") as f:
-            json.dump({"gpu": gpu, "torch": torch.__version__, "results": results}, f, indent=1)
-    failed = any(not r["loom"] or any(x is None for x in r["loom"]) for r in results)
+            json.dump({"gpu": gpu, "torch": torch.__version__, "torch_nets": TORCH_NET_NOTE,
+                       "budget_s": a.budget, "elapsed_s": time.perf_counter() - start,
+                       "results": results}, f, indent=1)
+
+    stopped = None
+    for i, (cfg, model, batch, steps, rounds) in enumerate(configs):
+        m = MODELS[model]
+        row = {"model": model, "batch": batch, "steps": steps, "rounds": rounds,
+               "loom": [], "torch_eager": [], "torch_graph": [], "memory": {}, "errors": []}
+        elapsed = time.perf_counter() - start
+        estimate = slow * (m["est_setup_s"] + rounds * m["est_round_s"])
+        if stopped or (i > 0 and elapsed + estimate > a.budget):
+            row["skipped"] = (stopped or f"{elapsed:.0f} s of the {a.budget:.0f} s budget used, "
+                              f"about {estimate:.0f} s needed")
+            print(f"{cfg}: skipped ({row['skipped']})", flush=True)
+            results.append(row)
+            continue
+        eager = graphed = None
+        t_cfg = time.perf_counter()
+        try:
+            try:
+                eager, graphed = build_torch(model, batch, cuda, row["memory"])
+            except Stop:
+                raise
+            except Exception as e:  # noqa: BLE001
+                row["errors"].append(f"torch: {type(e).__name__}: {e}")
+                eager = graphed = None
+                if cuda:
+                    torch.cuda.empty_cache()
+            row["setup_s"] = time.perf_counter() - t_cfg
+            for rep in range(rounds):
+                t_round = time.perf_counter()
+                left = a.budget - (t_round - start)
+                if rep > 0 and left < row["round_s"]:
+                    print(f"{cfg}: {rounds - rep} round(s) dropped ({left:.0f} s of the budget "
+                          "left)")
+                    break
+                lo = None
+                if m["loom"]:
+                    try:
+                        lo = loom_run(a.loom, m["loom"], batch, steps, a.data_dir,
+                                      timeout=max(15.0, left + 5), device=a.device)
+                    except Stop:
+                        raise
+                    except Exception as e:  # noqa: BLE001
+                        row["errors"].append(f"loom: {e}")
+                    row["loom"].append(lo)
+                if eager is not None:
+                    try:
+                        te = eager.images_per_s(steps, warmup=m["warmup"])
+                        tg = graphed.images_per_s(steps, warmup=m["warmup"]) if graphed else None
+                        row["torch_eager"].append(te)
+                        row["torch_graph"].append(tg)
+                    except Stop:
+                        raise
+                    except Exception as e:  # noqa: BLE001
+                        row["errors"].append(f"torch: {type(e).__name__}: {e}")
+                        eager = graphed = None
+                row["round_s"] = time.perf_counter() - t_round
+                msg = f"{cfg} round {rep + 1}: "
+                if lo:
+                    msg += (f"loom {lo['images_per_s']:.0f} img/s (loop "
+                            f"{lo['loop_images_per_s'] or 0:.0f}, compile {lo['compile_ms']} ms, "
+                            f"device {fmt(lo['device_peak_mib'], '{:.0f} MiB', 1)}"
+                            .replace("device -", "device n/a") + f", wall {lo['wall_s']:.1f} s)")
+                else:
+                    msg += "loom failed" if m["loom"] else "loom -"
+                if row["torch_eager"] and len(row["torch_eager"]) == rep + 1:
+                    msg += (f", torch eager {row['torch_eager'][-1]:.0f}, "
+                            f"graph {fmt(row['torch_graph'][-1], '{:.0f}', 1)} img/s")
+                print(f"{msg} ({row['round_s']:.1f} s)", flush=True)
+        except Stop as e:
+            stopped = f"stopped by {e}"
+            row["errors"].append(stopped)
+        finally:
+            row["config_s"] = time.perf_counter() - t_cfg
+            if "round_s" in row:
+                done = max(1, len(row["torch_eager"]), len(row["loom"]))
+                slow = max(slow, row["config_s"] / (m["est_setup_s"] + done * m["est_round_s"]))
+            del eager, graphed
+            if cuda:
+                torch.cuda.empty_cache()
+        mem = row["memory"]
+        if mem:
+            print(f"{cfg}: torch peak device memory {mem.get('torch_peak_mib', 0):.0f} MiB eager "
+                  f"({mem.get('torch_first_peak_mib', 0):.0f} with cudnn.benchmark's searches), "
+                  f"{mem.get('torch_graph_peak_mib', 0):.0f} MiB graphed", flush=True)
+        for err in dict.fromkeys(row["errors"]):
+            print(f"{cfg}: {err}", flush=True)
+        results.append(row)
+        write_json()  # after every configuration: a run cut short keeps what it measured
+
+    try:
+        print_tables(header, results)
+    except Stop:
+        pass
+    write_json()
+    print(f"gpu_vs_torch: {time.perf_counter() - start:.0f} s", flush=True)
+    failed = stopped or any(r["errors"] for r in results)
     return 1 if failed or not results else 0
 
 

@@ -333,6 +333,10 @@ ProfileInfo read_info(const std::string& file) {
   info.model = j.at("model").get<std::string>();
   if (!key("cpu").is_string()) wrong("cpu", "a string");
   info.cpu = j.at("cpu").get<std::string>();
+  if (j.contains("device")) {
+    if (!key("device").is_string()) wrong("device", "a string");
+    info.device = j.at("device").get<std::string>();
+  }
   if (!key("peak_gflops").is_number() || j.at("peak_gflops").get<double>() < 0) {
     wrong("peak_gflops", "a non-negative number");
   }

@@ -39,6 +39,7 @@ struct ProfileInfo {
   std::vector<std::int64_t> steps;             // the steps profiled (the rows of step_trace)
   double peak_gflops = 0;                      // the machine's fp32 FMA peak
   std::string cpu;                             // the CPU's name
+  std::string device;                          // the device the steps ran on ("" for the CPU)
   bool memory = false;                         // --profile-memory: memory_plan_{r}.csv written
   bool communication = false;                  // --profile-communication: communication_{r}.csv
 };

@@ -128,7 +128,13 @@ Profiler::Profiler(ProfilerOptions options) : options_(std::move(options)) {
   }
   threads_ = backend::ThreadPool::global().num_threads();
   // The ceiling for the FLOP/s columns, measured once before anything is recorded (~60 ms).
-  peak_gflops_ = backend::cpu::measure_fp32_peak(1, 0.03).per_core_gflops * threads_;
+  if (options_.device != Device::kCPU) {
+    backend::Backend& b = backend::get_backend(options_.device);
+    peak_gflops_ = b.peak_fp32_gflops();
+    device_ = b.describe();
+  } else {
+    peak_gflops_ = backend::cpu::measure_fp32_peak(1, 0.03).per_core_gflops * threads_;
+  }
   origin_ns_ = now_ns();
   pool_sink_ = std::make_unique<PoolSink>(*this);
   comm_sink_ = std::make_unique<CommSink>(*this);
@@ -643,6 +649,7 @@ std::vector<std::string> Profiler::analyse() {
       }
     }
     j["cpu"] = cpu;
+    if (!device_.empty()) j["device"] = device_;
     j["memory"] = options_.profile_memory;
     j["communication"] = options_.profile_communication;
     written.push_back(dir + "/profile_info_" + r + ".json");

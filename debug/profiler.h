@@ -47,6 +47,9 @@ struct ProfilerOptions {
   bool profile_communication = false;
   int rank = 0, ranks = 1;
   std::string model;            // written into profile_info
+  // Where the profiled steps run: on a device its peak (Backend::peak_fp32_gflops) and name go
+  // into the tables and profile_info instead of the CPU's.
+  Device device = Device::kCPU;
 };
 
 class Profiler : public runtime::Observer, public nn::Callback {
@@ -119,6 +122,7 @@ class Profiler : public runtime::Observer, public nn::Callback {
 
   ProfilerOptions options_;
   double peak_gflops_ = 0;
+  std::string device_;  // the device the steps ran on (empty: the CPU)
   int threads_ = 1;
   std::int64_t origin_ns_ = 0;
   bool recording_ = false;

@@ -31,12 +31,16 @@ struct RunContext {
   std::int64_t step_in_epoch = 0;  // 1-based
   std::int64_t batch_size = 0;     // rows of the current batch
   Tensor data;                     // the current batch's input (column 0), from step begin on
-  Tensor loss;                     // the last step's loss (MindSpore's net_outputs), host memory
+  // The last step's loss (MindSpore's net_outputs), on the step's device: backend::to_host
+  // reads it (on a GPU that waits for the step; Model::train itself reads a device's losses 64
+  // steps at a time).
+  Tensor loss;
   double step_seconds = 0;         // the last step's time in TrainOneStepCell::step
   double data_wait_seconds = 0;    // the last step's wait on the data iterator
-  // Mean loss of the epoch's steps so far (this call's steps of the epoch); final at
-  // on_train_epoch_end.
+  // Mean loss of the epoch's steps so far (this call's steps of the epoch; on a device, up to
+  // the last 64-step read); final at on_train_epoch_end.
   double epoch_loss_mean = 0;
+  std::int64_t epoch_loss_steps = 0;  // the steps epoch_loss_mean counts (0: none read yet)
   std::map<std::string, double> metrics;  // eval results, when the caller filled them
   Cell* network = nullptr;
   TrainOneStepCell* train_network = nullptr;

@@ -3,8 +3,10 @@
 
 #include <chrono>
 #include <cstring>
+#include <algorithm>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "backends/backend.h"
 #include "core/ir/error.h"
@@ -246,8 +248,25 @@ void Model::train_impl(std::int64_t epochs, const data::DatasetPtr& dataset,
     rc.cur_epoch_num = epoch + 1;
     rc.step_in_epoch = first;
     rc.epoch_loss_mean = 0;
+    rc.epoch_loss_steps = 0;
     double loss_sum = 0;
     std::int64_t loss_steps = 0;
+    // A device's losses are read back kPendingLosses at a time (and at the epoch's end), not at
+    // every step: a read waits for the device, and without it the host queues step n + 1 while
+    // the device still runs step n.
+    constexpr std::size_t kPendingLosses = 64;
+    std::vector<Tensor> pending;
+    auto read_pending = [&] {
+      for (const Tensor& l : pending) {
+        loss_sum += loss_value(backend::to_host(l));
+        ++loss_steps;
+      }
+      pending.clear();
+      if (loss_steps > 0) rc.epoch_loss_mean = loss_sum / static_cast<double>(loss_steps);
+      rc.epoch_loss_steps = loss_steps;
+    };
+    double device_wait_seconds = 0;  // data waits of the steps whose loss stayed on a device
+    bool on_device = false;
     for (Callback* cb : callbacks) cb->on_train_epoch_begin(rc);
 
     const Clock::time_point t_loop = Clock::now();
@@ -272,21 +291,32 @@ void Model::train_impl(std::int64_t epochs, const data::DatasetPtr& dataset,
       for (Callback* cb : callbacks) cb->on_train_step_begin(rc);
 
       const Clock::time_point t_step = Clock::now();
-      // The loss read on the host (logging, callbacks): the step's one copy back per step.
-      rc.loss = backend::to_host(step_cell.step(x, (*row)[1]));
+      rc.loss = step_cell.step(x, (*row)[1]);  // on the step's device
       rc.step_seconds = seconds_since(t_step);
 
       ++stats_.steps;
       stats_.samples += rc.batch_size;
-      stats_.step_seconds += rc.step_seconds;
       stats_.data_wait_seconds += wait;
-      loss_sum += loss_value(rc.loss);
-      ++loss_steps;
-      rc.epoch_loss_mean = loss_sum / static_cast<double>(loss_steps);  // running, so far
+      if (rc.loss.is_host()) {
+        stats_.step_seconds += rc.step_seconds;
+        loss_sum += loss_value(rc.loss);
+        ++loss_steps;
+        rc.epoch_loss_mean = loss_sum / static_cast<double>(loss_steps);  // running, so far
+        rc.epoch_loss_steps = loss_steps;
+      } else {
+        // A device step's time is its share of the loop (below): the host only queued it.
+        on_device = true;
+        device_wait_seconds += wait;
+        pending.push_back(rc.loss);
+        if (pending.size() >= kPendingLosses) read_pending();
+      }
       for (Callback* cb : callbacks) cb->on_train_step_end(rc);
       if (rc.stop_requested) break;
     }
-    stats_.loop_seconds += seconds_since(t_loop);
+    read_pending();  // waits for the device's last step
+    const double loop_seconds = seconds_since(t_loop);
+    stats_.loop_seconds += loop_seconds;
+    if (on_device) stats_.step_seconds += std::max(0.0, loop_seconds - device_wait_seconds);
     // The epoch's mean loss over every rank's steps of it.
     rc.epoch_loss_mean = reduce_mean(loss_sum, static_cast<double>(loss_steps));
     stats_.epoch_loss_mean = rc.epoch_loss_mean;

@@ -4,7 +4,7 @@
 #
 #   bash scripts/gpu_check.sh            # everything to $OUT/gpu_check.log (and the terminal)
 #
-# Steps, each under its own timeout and all inside LOOM_GPU_CHECK_BUDGET seconds (default 330):
+# Steps, each under its own timeout and all inside LOOM_GPU_CHECK_BUDGET seconds (default 360):
 # a failing step does not stop the next ones, and a summary ends the log.
 #   1. unpack the bundle to $LOOM_GPU_WORK (default /tmp/loom_gpu): binaries, libraries,
 #      Fashion-MNIST (also linked at /usr/share/datasets/fashion-mnist when that is free);
@@ -14,15 +14,22 @@
 #   3. the machine: CPU and its vector extensions against the build's, nvidia-smi, `loom info`;
 #   4. loom_gpu_tests: the CUDA kernels against the CPU kernels, coverage, determinism;
 #   5. tests/gpu/train_gpu_test.sh: LeNet-5 one epoch on the GPU against the CPU;
-#   6. bench/gpu_vs_torch.py: LeNet-5 (and ResNet-18) training images/s, loom against PyTorch.
-# Files under $OUT: gpu_check.log, kernel_check.xml, bench.json.
+#   6. bench/gpu_vs_torch.py: training images/s of LeNet-5 (batch 32, 256), ResNet-18 (256) and
+#      ResNet-50 (128; both 32x32), loom against PyTorch, then PyTorch's ResNet-50 at 224x224;
+#      peak device memory of both, loom's compile time (at most 150 s, less when the budget
+#      is short: 100 s are kept for the steps after it);
+#   7. cuda_graphs: `loom train lenet --device GPU --epochs 1` with LOOM_CUDA_GRAPHS=0 and
+#      without, train_images_per_s of both (what replaying the step as a CUDA graph gains);
+#   8. profile_r18: ResNet-18 batch 256, steps 3-5 profiled (--profile), `loom profile show`.
+# Files under $OUT: gpu_check.log, kernel_check.xml, bench.json, cuda_graphs_{0,1}.out,
+# prof_r18/ (the profile).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUNDLE=${LOOM_GPU_BUNDLE:-$ROOT/.gpu_bundle}
 WORK=${LOOM_GPU_WORK:-/tmp/loom_gpu}
 OUT=${OUT:-/tmp/loom_gpu_out}
-BUDGET=${LOOM_GPU_CHECK_BUDGET:-330}
+BUDGET=${LOOM_GPU_CHECK_BUDGET:-360}
 mkdir -p "$OUT"
 
 SUMMARY=()
@@ -236,8 +243,56 @@ torch.backends.cudnn.version(), torch.cuda.get_device_name(0) if torch.cuda.is_a
     true
 }
 
+# train_images_per_s of LeNet one epoch with the step launched kernel by kernel
+# (LOOM_CUDA_GRAPHS=0) and replayed as a CUDA graph (the default).
+cuda_graphs() {
+  local mode
+  for mode in 0 1; do
+    if [[ $mode == 0 ]]; then
+      echo "== LOOM_CUDA_GRAPHS=0 loom train lenet --device GPU --epochs 1 --json"
+      LOOM_CUDA_GRAPHS=0 "$WORK/loom" train lenet --device GPU --epochs 1 --json \
+        --data-dir "$WORK/fashion-mnist" >"$OUT/cuda_graphs_$mode.out" 2>&1
+    else
+      echo "== loom train lenet --device GPU --epochs 1 --json (CUDA graphs)"
+      env -u LOOM_CUDA_GRAPHS "$WORK/loom" train lenet --device GPU --epochs 1 --json \
+        --data-dir "$WORK/fashion-mnist" >"$OUT/cuda_graphs_$mode.out" 2>&1
+    fi
+    echo "exit status $?; last lines:"
+    tail -n 3 "$OUT/cuda_graphs_$mode.out"
+  done
+  python3 - "$OUT/cuda_graphs_0.out" "$OUT/cuda_graphs_1.out" <<'EOF'
+import json, sys
+rates = []
+for path, name in zip(sys.argv[1:], ("LOOM_CUDA_GRAPHS=0 (launch by launch)",
+                                     "CUDA graphs (default)")):
+    lines = [l for l in open(path, errors="replace") if l.startswith("{")]
+    try:
+        r = json.loads(lines[-1])
+        rates.append(r["train_images_per_s"])
+        loop = 60000 / r["train_loop_s"] if r.get("train_loop_s") else 0
+        print(f"  {name:<38} train_images_per_s {r['train_images_per_s']:>9.0f}, "
+              f"loop {loop:>7.0f} img/s, test accuracy {r.get('test_accuracy')}")
+    except Exception as e:  # noqa: BLE001 (a failed run has no JSON line)
+        print(f"  {name:<38} no result ({type(e).__name__}: {e})")
+        rates.append(None)
+if all(rates):
+    print(f"  the CUDA graphs' gain: {rates[1] / rates[0]:.2f}x train_images_per_s")
+sys.exit(0 if all(rates) else 1)
+EOF
+}
+
+# ResNet-18 at batch 256: 6 steps, steps 3-5 profiled, the tables into the log.
+profile_r18() {
+  rm -rf "$OUT/prof_r18"
+  "$WORK/loom" train resnet18 --device GPU --profile "$OUT/prof_r18" --profile-start-step 3 \
+    --profile-stop-step 5 --train-samples 1536 --test-samples 256 --batch-size 256 --epochs 1 \
+    --data-dir "$WORK/fashion-mnist" || return 1
+  echo "== loom profile show $OUT/prof_r18 --top 15"
+  "$WORK/loom" profile show "$OUT/prof_r18" --top 15
+}
+
 export ROOT BUNDLE WORK OUT
-export -f dexz unpack cuda_lib_dirs find_cuda machine
+export -f dexz unpack cuda_lib_dirs find_cuda machine cuda_graphs profile_r18
 
 main() {
   echo "loom GPU check, $(date -u +%FT%TZ), $(uname -n), repository $ROOT"
@@ -259,12 +314,17 @@ main() {
     step kernel_check 150 "$WORK/loom_gpu_tests" --gtest_output="xml:$OUT/kernel_check.xml"
     step train_lenet 150 env LOOM_FASHION_MNIST_DIR="$WORK/fashion-mnist" \
       bash "$ROOT/tests/gpu/train_gpu_test.sh" "$WORK/loom"
-    # The benchmark's own budget: what is left, less a margin for its last run and the summary.
-    local bench_budget=$((BUDGET - SECONDS - 30))
-    ((bench_budget > 130)) && bench_budget=130
-    step bench 150 env PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu_vs_torch.py" \
-      --loom "$WORK/loom" --data-dir "$WORK/fashion-mnist" --json "$OUT/bench.json" \
-      --budget "$bench_budget"
+    # The benchmark's own budget: what is left, less 100 s for the two steps after it and the
+    # summary, at most 150 s; its step's timeout adds 30 s for a last round's overrun (on
+    # SIGTERM it still prints its tables and writes bench.json with what it measured).
+    local bench_budget=$((BUDGET - SECONDS - 100))
+    ((bench_budget > 150)) && bench_budget=150
+    ((bench_budget < 30)) && bench_budget=30
+    step bench $((bench_budget + 30)) env PYTHONUNBUFFERED=1 python3 \
+      "$ROOT/bench/gpu_vs_torch.py" --loom "$WORK/loom" --data-dir "$WORK/fashion-mnist" \
+      --json "$OUT/bench.json" --budget "$bench_budget"
+    step cuda_graphs 60 cuda_graphs
+    step profile_r18 60 profile_r18
   fi
   echo
   echo "==================== summary ($SECONDS s) ===================="

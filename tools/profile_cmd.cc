@@ -156,8 +156,13 @@ void print_header(std::ostream& out, bool csv, const debug::ProfileDir& p,
   note(out, csv, "steps profiled: " + step_ranges(info.steps) + " (" +
                      plural(info.steps.size(), "step", "steps") + "; window " +
                      std::to_string(info.start_step) + "-" + std::to_string(info.stop_step) + ")");
-  note(out, csv, "machine: " + (info.cpu.empty() ? std::string("unknown CPU") : info.cpu) +
-                     ", fp32 FMA peak " + fixed(info.peak_gflops, 1) + " GFLOP/s");
+  if (info.device.empty()) {
+    note(out, csv, "machine: " + (info.cpu.empty() ? std::string("unknown CPU") : info.cpu) +
+                       ", fp32 FMA peak " + fixed(info.peak_gflops, 1) + " GFLOP/s");
+  } else {
+    note(out, csv, "device: " + info.device + "; fp32 peak " + fixed(info.peak_gflops, 1) +
+                       " GFLOP/s (SMs x lanes x 2 x clock)");
+  }
   std::string memory = "memory: not recorded (--profile-memory)";
   if (rank.memory_plan) {
     std::int64_t end = 0;

@@ -8,7 +8,6 @@
 #include <sstream>
 #include <string>
 
-#include "backends/backend.h"
 
 namespace loom::tools {
 namespace {
@@ -20,10 +19,13 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-double loss_value(const nn::RunContext& rc) {
-  // Model hands callbacks a host loss; another caller's device loss is copied.
-  return rc.loss.defined() && rc.loss.numel() >= 1 ? backend::to_host(rc.loss).get(0)
-                                                    : std::nan("");
+
+std::string fixed(double v, int digits);
+
+// The epoch's mean loss so far; "-" before any was read (a GPU's losses are read 64 steps at a
+// time).
+std::string loss_so_far(const nn::RunContext& rc) {
+  return rc.epoch_loss_steps > 0 ? fixed(rc.epoch_loss_mean, 4) : std::string("-");
 }
 
 std::string fixed(double v, int digits) {
@@ -57,14 +59,12 @@ void ProgressCallback::on_train_epoch_begin(nn::RunContext& rc) {
   last_step_end_ = epoch_begin_;
   last_draw_ = epoch_begin_;
   drawn_ = false;
-  loss_sum_ = 0;
   steps_ = 0;
   samples_ = 0;
   logged_tenth_ = 0;
 }
 
 void ProgressCallback::on_train_step_end(nn::RunContext& rc) {
-  loss_sum_ += loss_value(rc);
   ++steps_;
   samples_ += rc.batch_size * ranks_;
   last_step_end_ = Clock::now();
@@ -93,7 +93,7 @@ void ProgressCallback::draw(const nn::RunContext& rc, double elapsed) {
   const double eta = steps_ > 0 ? (total - rc.step_in_epoch) * elapsed / steps_ : NAN;
   *out_ << "\repoch " << rc.cur_epoch_num << "/" << rc.epoch_num << " ["
         << std::string(filled, '#') << std::string(kBarWidth - filled, '.') << "] "
-        << rc.step_in_epoch << "/" << rc.batch_num << "  loss " << fixed(loss_sum_ / steps_, 4)
+        << rc.step_in_epoch << "/" << rc.batch_num << "  loss " << loss_so_far(rc)
         << "  " << fixed(rate, 0) << " img/s  ETA " << format_duration(eta) << "\033[K"
         << std::flush;
   drawn_ = true;
@@ -105,16 +105,15 @@ void ProgressCallback::log_line(const nn::RunContext& rc, double elapsed) {
   const double eta = steps_ > 0 ? (total - rc.step_in_epoch) * elapsed / steps_ : NAN;
   *out_ << "epoch " << rc.cur_epoch_num << "/" << rc.epoch_num << " step " << rc.step_in_epoch
         << "/" << rc.batch_num << " (" << rc.step_in_epoch * 100 / total
-        << "%): loss " << fixed(loss_sum_ / steps_, 4) << ", " << fixed(rate, 0)
+        << "%): loss " << loss_so_far(rc) << ", " << fixed(rate, 0)
         << " img/s, ETA " << format_duration(eta) << std::endl;
 }
 
 void ProgressCallback::on_train_epoch_end(nn::RunContext& rc) {
   if (terminal_ && drawn_) *out_ << "\r\033[K";
   drawn_ = false;
-  const double mean = steps_ > 0 ? loss_sum_ / steps_ : rc.epoch_loss_mean;
   *out_ << "epoch " << rc.cur_epoch_num << "/" << rc.epoch_num << ": train loss "
-        << fixed(rc.epoch_loss_mean != 0 ? rc.epoch_loss_mean : mean, 4);
+        << fixed(rc.epoch_loss_mean, 4);
   if (auto it = rc.metrics.find("loss"); it != rc.metrics.end()) {
     *out_ << ", test loss " << fixed(it->second, 4);
   }

@@ -8,7 +8,8 @@
 // and in both cases, at the end of each epoch:
 //   epoch 1/3: train loss 0.5834, test loss 0.4521, test accuracy 0.8342, 9.8 s (train 9.2 s,
 //   eval 0.6 s)
-// `loss` is the mean loss of the epoch's steps so far; images/s counts the epoch's wall time
+// `loss` is the mean loss of the epoch's steps so far (on a GPU up to the last 64-step read of
+// the losses, "-" before the first); images/s counts the epoch's wall time
 // (data waits included), so the ETA is honest. The test figures are the "accuracy" and "loss"
 // entries of RunContext::metrics, printed when a callback before this one filled them.
 #pragma once
@@ -46,7 +47,6 @@ class ProgressCallback : public nn::Callback {
   Clock::time_point last_step_end_;
   Clock::time_point last_draw_;
   bool drawn_ = false;        // a status line is on screen (terminal)
-  double loss_sum_ = 0;
   std::int64_t steps_ = 0;
   std::int64_t samples_ = 0;
   std::int64_t logged_tenth_ = 0;  // non-terminal: tenths of the epoch logged so far

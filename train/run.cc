@@ -255,6 +255,14 @@ bool launched_by_mpi() {
   return false;
 }
 
+// The device's memory high-water mark in MiB; -1 for the CPU or where the backend keeps none.
+static double device_peak_mib(Device device) {
+  if (device == Device::kCPU) return -1;
+  backend::Backend* b = backend::find_backend(device);
+  const std::int64_t bytes = b ? b->memory_high_water() : -1;
+  return bytes < 0 ? -1 : static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
+
 double peak_rss_mib() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -314,6 +322,7 @@ std::string RunResult::to_json() const {
   j["compile_ms"] = number(compile_ms, 4);
   j["total_s"] = number(total_s, 4);
   j["peak_rss_mib"] = number(peak_rss_mib, 4);
+  if (device_peak_mib >= 0) j["device_peak_mib"] = number(device_peak_mib, 4);
   j["weights_sha256"] = weights_sha256;
   j["threads"] = threads;
   j["mode"] = mode_name(mode);
@@ -352,6 +361,7 @@ std::string EvalResult::to_json() const {
   j["eval_images_per_s"] = number(eval_images_per_s, 5);
   j["total_s"] = number(total_s, 4);
   j["peak_rss_mib"] = number(peak_rss_mib, 4);
+  if (device_peak_mib >= 0) j["device_peak_mib"] = number(device_peak_mib, 4);
   j["weights_sha256"] = weights_sha256;
   j["threads"] = threads;
   j["mode"] = mode_name(mode);
@@ -447,7 +457,8 @@ DebugTools make_debug_tools(const DebugOptions& o, const std::string& net, int r
           .profile_communication = o.profile_communication,
           .rank = rank,
           .ranks = parallel::world().size(),
-          .model = net});
+          .model = net,
+          .device = nn::context_device()});
     } catch (const ValueError& e) {
       throw ConfigError(std::string("--profile-start-step/--profile-stop-step: ") + e.what());
     }
@@ -735,6 +746,7 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
   }
   result.total_s = seconds_since(t0);
   result.peak_rss_mib = peak_rss_mib();
+  result.device_peak_mib = device_peak_mib(c.device);
   return result;
 }
 
@@ -805,6 +817,7 @@ EvalResult run_evaluation(const EvalConfig& c,
   r.deterministic = c.deterministic;
   r.total_s = seconds_since(t0);
   r.peak_rss_mib = peak_rss_mib();
+  r.device_peak_mib = device_peak_mib(c.device);
   return r;
 }
 

@@ -136,6 +136,9 @@ struct RunResult {
   double train_loss = 0, test_accuracy = 0, test_loss = 0;
   double train_images_per_s = 0, data_wait_fraction = 0, train_loop_s = 0;
   double compile_ms = 0, total_s = 0, peak_rss_mib = 0;
+  // The device memory's high-water mark (a GPU run: the CUDA memory pool's), in JSON as
+  // device_peak_mib; negative when the run was on the CPU.
+  double device_peak_mib = -1;
   std::string weights_sha256;
   std::vector<std::string> rank_weights_sha256;  // under mpirun
   bool ranks_agree = true;  // the trainable weights' hashes are equal on every rank
@@ -195,6 +198,7 @@ struct EvalResult {
   std::uint64_t seed = 0;
   double test_accuracy = 0, test_loss = 0, eval_images_per_s = 0, eval_s = 0, total_s = 0;
   double peak_rss_mib = 0;
+  double device_peak_mib = -1;  // as RunResult's
   std::string weights_sha256;
   int threads = 0;
   nn::ExecMode mode = nn::ExecMode::kGraph;

@@ -147,6 +147,30 @@ class CudaBackend final : public Backend {
     return std::make_unique<Graph>(exec, stream);
   }
 
+  double peak_fp32_gflops() const override {
+    // SMs x fp32 lanes per SM x 2 (an FMA) x the boost clock. 128 lanes from Ampere's consumer
+    // parts and Hopper on; 64 on sm_80 (A100) and earlier data-centre parts.
+    int khz = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, context_.device_index) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    const cudaDeviceProp& p = context_.props;
+    const int lanes = (p.major > 8 || (p.major == 8 && p.minor >= 6)) ? 128 : 64;
+    return static_cast<double>(p.multiProcessorCount) * lanes * 2.0 * khz / 1e6;
+  }
+
+  std::int64_t memory_high_water() const override {
+    cudaMemPool_t pool;
+    std::uint64_t high = 0;
+    if (cudaDeviceGetDefaultMemPool(&pool, context_.device_index) != cudaSuccess ||
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    return static_cast<std::int64_t>(high);
+  }
+
   void synchronize() override { LOOM_CUDA_CHECK(cudaStreamSynchronize(context_.stream)); }
 
   std::string describe() const override {

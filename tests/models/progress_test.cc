@@ -12,8 +12,9 @@
 namespace loom::tools {
 namespace {
 
-// Runs one epoch of `steps` steps with loss 1.0 through the callback.
-std::string run_epoch(bool terminal, std::int64_t steps) {
+// Runs one epoch of `steps` steps with loss 1.0 through the callback; `read` false: as on a
+// GPU before the model read the first losses (no mean yet).
+std::string run_epoch(bool terminal, std::int64_t steps, bool read = true) {
   std::ostringstream out;
   ProgressCallback cb(out, terminal);
   nn::RunContext rc;
@@ -26,7 +27,8 @@ std::string run_epoch(bool terminal, std::int64_t steps) {
     rc.cur_step_num = i;
     rc.batch_size = 32;
     rc.loss = Tensor::scalar(DType::kFloat32, 1.0);
-    rc.epoch_loss_mean = 1.0;
+    rc.epoch_loss_mean = read ? 1.0 : 0.0;
+    rc.epoch_loss_steps = read ? i : 0;
     cb.on_train_step_end(rc);
   }
   rc.metrics = {{"accuracy", 0.875}, {"loss", 0.5}};
@@ -38,6 +40,11 @@ int count(const std::string& s, const std::string& what) {
   int n = 0;
   for (auto p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
   return n;
+}
+
+TEST(Progress, ShowsNoLossBeforeAnyWasRead) {
+  const std::string out = run_epoch(/*terminal=*/false, 20, /*read=*/false);
+  EXPECT_NE(out.find("epoch 1/2 step 2/20 (10%): loss -, "), std::string::npos) << out;
 }
 
 TEST(Progress, LogsEveryTenthOfAnEpochOffATerminal) {

@@ -76,7 +76,8 @@ class WhereThingsLive : public nn::Callback {
     for (const auto& [name, t] : rc.train_network->states()) {
       if (t.device() != device_) elsewhere.push_back(name);
     }
-    if (!rc.loss.is_host()) elsewhere.push_back("RunContext::loss");
+    // The loss stays where the step made it (Model reads a device's losses 64 steps at a time).
+    if (rc.loss.device() != device_) elsewhere.push_back("RunContext::loss");
   }
   int steps = 0;
   std::vector<std::string> elsewhere;
