@@ -21,6 +21,8 @@
 #   7. cuda_graphs: `loom train lenet --device GPU --epochs 1` with LOOM_CUDA_GRAPHS=0 and
 #      without, train_images_per_s of both (what replaying the step as a CUDA graph gains);
 #   8. profile_r18: ResNet-18 batch 256, steps 3-5 profiled (--profile), `loom profile show`.
+# LOOM_GPU_CHECK_STEPS="kernel_check profile_r18" runs only the steps named there (after the
+# unpacking, library and machine steps, which always run).
 # Files under $OUT: gpu_check.log, kernel_check.xml, bench.json, cuda_graphs_{0,1}.out,
 # prof_r18/ (the profile).
 set -uo pipefail
@@ -41,6 +43,15 @@ note() { SUMMARY+=("$1"); }
 step() {
   local name=$1 limit=$2
   shift 2
+  case "$name" in
+    unpack | libraries | machine | loom_info) ;;
+    *)
+      if [[ -n "${LOOM_GPU_CHECK_STEPS:-}" && " $LOOM_GPU_CHECK_STEPS " != *" $name "* ]]; then
+        note "$(printf '%-16s %-20s' "$name" "not asked for")"
+        return
+      fi
+      ;;
+  esac
   local left=$((BUDGET - SECONDS - 5))
   if ((left < 20)); then
     note "$(printf '%-16s %-20s' "$name" "NOT RUN (budget)")"
