@@ -104,12 +104,20 @@ struct KernelDef {
   std::vector<std::pair<std::size_t, std::size_t>> in_place;
   bool elementwise_in_place = false;
   BlockFn block = nullptr;  // elementwise ops that FusedElementwise may contain
+  // False for a kernel that waits for the device or works on the host between its launches (a
+  // host-staged all-reduce): a plan holding it is never recorded (Backend::record) and runs
+  // launch by launch.
+  bool recordable = true;
 
   // Chained setters for registrations.
   KernelDef& with_prepare(PrepareFn f) { prepare = f; return *this; }
   KernelDef& writes_every_output_element() { writes_every_output = true; return *this; }
   KernelDef& may_overwrite(std::size_t input, std::size_t output) {
     in_place.emplace_back(input, output);
+    return *this;
+  }
+  KernelDef& not_recordable() {
+    recordable = false;
     return *this;
   }
   KernelDef& elementwise(BlockFn f = nullptr) {

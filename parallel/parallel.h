@@ -61,6 +61,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "core/ir/tensor.h"
 #include "data/dataset.h"
 #include "nn/train.h"
@@ -204,5 +205,10 @@ bool is_writer();
 
 // A hash of the bits of tensors (FNV-1a over dtype, shape and bytes), for equality checks.
 std::uint64_t hash_tensors(const std::vector<const Tensor*>& tensors);
+
+// Adds the communication kernels to a device's registry, host-staged: each copies its tensors to
+// the host, reduces them there and copies the results back (ranks that share a GPU, or a build
+// without NCCL). No-op for the CPU. setup_data_parallel calls it for the context's device.
+void register_device_comm_kernels(backend::Backend& backend);
 
 }  // namespace loom::parallel

@@ -5,6 +5,7 @@
 
 #include "core/random/random.h"
 #include "core/ir/error.h"
+#include "nn/context.h"
 #include "nn/model.h"
 #include "parallel/parallel.h"
 
@@ -84,6 +85,8 @@ void broadcast_parameters(nn::Cell& cell, Communicator& comm) {
 void setup_data_parallel(nn::TrainOneStepCell& cell, Communicator& comm,
                          const DataParallelOptions& options) {
   if (comm.size() == 1) return;
+  // On a device: its all-reduce kernels, staged through host memory.
+  register_device_comm_kernels(nn::context_backend());
   cell.set_gradient_reducer(make_gradient_reducer(comm, options.reducer));
   broadcast_parameters(cell.network(), comm);
   // Optimizer states: every rank made the same ones (the same network's parameters, in name

@@ -238,6 +238,7 @@ class Compiler {
                       std::string(dtype_name(key)) + ", got none");
     }
     prepare(l);
+    if (!l.kernel->recordable) x_.recordable_ = false;  // e.g. a host-staged all-reduce
     elementwise_.push_back(l.kernel->elementwise_in_place && l.outputs.size() == 1);
     x_.launches_.push_back(std::move(l));
     return out;

@@ -18,7 +18,8 @@
 // Kernels: a copy of each KernelDef of the CPU backend at construction (with its prepare step,
 // workspace and in-place facts), its launch wrapped to open the memory for the launch. The
 // execution context is a CPU context (the thread pool), which the CPU kernels expect. Kernels the
-// CPU registry gains later (parallel/'s communication kernels) are not copied.
+// CPU registry gains later, and parallel/'s communication kernels, are not copied (a device
+// gets parallel/'s host-staged ones).
 //
 // Recording (Backend::record, what a CUDA graph is to the CUDA backend): while `queue` runs, the
 // launches, copies and fills are kept, with the tensors and pointers they were given, instead of

@@ -31,6 +31,7 @@
 #include <string>
 #include <thread>
 
+#include "backends/backend.h"
 #include "backends/eager.h"
 #include "core/random/random.h"
 #include "ops/op.h"
@@ -41,7 +42,9 @@
 #include "nn/loss.h"
 #include "nn/model.h"
 #include "nn/train.h"
+#include "nn/context.h"
 #include "parallel/parallel.h"
+#include "tests/fake_device.h"
 
 using namespace loom;
 
@@ -126,8 +129,22 @@ struct Trainer {
   }
 };
 
+// The weights in host memory (copies of a device's).
+std::vector<Tensor> host_weights(Trainer& t) {
+  std::vector<Tensor> w;
+  for (const Tensor* p : t.weights()) w.push_back(backend::to_host(*p));
+  return w;
+}
+
+std::uint64_t hash_weights(Trainer& t) {
+  const std::vector<Tensor> w = host_weights(t);
+  std::vector<const Tensor*> ptrs;
+  for (const Tensor& x : w) ptrs.push_back(&x);
+  return parallel::hash_tensors(ptrs);
+}
+
 void check_same_on_all_ranks(Trainer& t, const std::string& when) {
-  const auto hashes = parallel::world().all_gather(parallel::hash_tensors(t.weights()));
+  const auto hashes = parallel::world().all_gather(hash_weights(t));
   for (std::size_t r = 1; r < hashes.size(); ++r) {
     check(hashes[r] == hashes[0], "weights of rank " + std::to_string(r) + " differ from rank 0's " +
                                       when);
@@ -209,6 +226,34 @@ int mode_match(int argc, char** argv) {
                 static_cast<long long>(batch), steps, diff);
     check(diff <= 1e-5, "data-parallel weights differ from the single-process ones by " +
                             std::to_string(diff));
+  }
+  comm.barrier();
+  return 0;
+}
+
+// Data parallelism on a device: the fake GPU (every CPU kernel, its memory closed to the host)
+// with the host-staged all-reduce kernels gives bitwise the CPU's data-parallel weights, and the
+// step, which holds them, is never recorded (a CUDA graph cannot hold host work).
+int mode_device() {
+  auto& comm = parallel::world();
+  random::seed_all(1, false);
+  const int steps = 8;
+  const std::int64_t batch = 16 * comm.size();
+  const Data d = make_data(true, batch * steps);
+  const parallel::ReducerOptions ro{.bucket_bytes = 64u << 10};
+  nn::set_context_device(Device::kCPU);
+  auto cpu = train_parallel(true, d, batch, steps, 0, ro);
+  testing::FakeDevice& dev = testing::fake_device();
+  const long recordings = dev.recordings(), launches = dev.launches();
+  nn::set_context_device(Device::kCUDA);
+  auto gpu = train_parallel(true, d, batch, steps, 0, ro);
+  nn::set_context_device(Device::kCPU);
+  check(dev.launches() > launches + steps * 20, "the device ran no step");
+  for (const Tensor* w : gpu->weights()) check(w->device() == Device::kCUDA, "a weight left the device");
+  check(dev.recordings() == recordings, "a step holding host-staged all-reduces was recorded");
+  check(hash_weights(*gpu) == hash_weights(*cpu), "device data-parallel weights differ from the CPU's");
+  if (comm.rank() == 0) {
+    std::printf("%d ranks on the fake GPU, %d steps: weights equal to the CPU's\n", comm.size(), steps);
   }
   comm.barrier();
   return 0;
@@ -411,6 +456,7 @@ int main(int argc, char** argv) {
   else if (mode == "resume") rc = mode_resume();
   else if (mode == "shard") rc = mode_shard();
   else if (mode == "model") rc = mode_model();
+  else if (mode == "device") rc = mode_device();
   else if (mode == "ops") rc = mode_ops();
   else if (mode == "kill") rc = mode_failure("kill", argc > 2 ? std::atoi(argv[2]) : SIGKILL);
   else if (mode == "hang") rc = mode_failure("hang", 0);
