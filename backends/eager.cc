@@ -78,9 +78,18 @@ ir::Value run_op(const ir::Primitive& given, std::span<const ir::Value> args) {
 
   std::vector<Tensor> inputs;
   for (const ir::Value& v : args) flatten_tensors(v, inputs, name);
-  // The op runs where its tensors are (all on one device).
-  const Device device = inputs.empty() ? Device::kCPU : inputs[0].device();
+  // The op runs where its tensors are: on the one device besides the host that any of them is
+  // on, where host scalars (a learning rate, a constant the trace made) are copied first, as
+  // PyTorch lets a 0-dim CPU tensor join a CUDA op; else on the CPU.
+  Device device = Device::kCPU;
   for (const Tensor& t : inputs) {
+    if (!t.is_host()) {
+      device = t.device();
+      break;
+    }
+  }
+  for (Tensor& t : inputs) {
+    if (device != Device::kCPU && t.is_host() && t.numel() == 1) t = to_device(t, get_backend(device));
     if (t.device() != device) {
       throw ValueError(name + ": expected every tensor on " + std::string(device_name(device)) +
                        ", got one on " + std::string(device_name(t.device())));

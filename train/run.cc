@@ -149,11 +149,6 @@ std::shared_ptr<optim::Optimizer> make_run_optimizer(const Resolved& rs,
 // GEMM gives OpenBLAS the pool's count at its first call), the seed and determinism, the mode and
 // the device.
 void set_up(int threads, std::uint64_t seed, bool deterministic, nn::ExecMode mode, Device device) {
-  // The interpreter and the eager ops take their graphs' constants from the host.
-  if (mode == nn::ExecMode::kPyNative && device != Device::kCPU) {
-    throw ConfigError("--mode pynative: runs on the CPU only, got --device GPU (graph mode runs "
-                      "on the GPU)");
-  }
   if (threads > 0) setenv("LOOM_NUM_THREADS", std::to_string(threads).c_str(), 1);
   random::seed_all(seed, deterministic);
   nn::set_context_mode(mode);

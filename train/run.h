@@ -22,8 +22,8 @@
 // and each batch is copied there. Whatever reads values on the host copies them back through the
 // backend (backend::to_host): the loss and the metrics, checkpoints (MindSpore's format, the same
 // bytes), summaries, dumps, --check-numerics, watchpoints and weights_sha256. A device this build
-// or machine has no backend for is a ValueError saying why; PyNative mode runs on the CPU only
-// (ConfigError).
+// or machine has no backend for is a ValueError saying why. PyNative mode runs op by op on the
+// device too (host scalars joining a device op are copied there).
 //
 // Errors: a ConfigError (a ValueError) for a configuration that cannot run, its message naming
 // the option as `loom train` spells it ("--batch-size 33: under mpirun the global batch, ...");

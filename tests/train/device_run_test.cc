@@ -289,23 +289,21 @@ TEST(DeviceDebugging, CheckNumericsFindsTheFirstNanOnTheFakeGpu) {
   EXPECT_EQ(message(Device::kCUDA), cpu);
 }
 
-// PyNative mode runs on the CPU only (the interpreter and the eager ops take their graphs'
-// constants from the host): a device is a ConfigError naming both options.
-TEST(DeviceTraining, PyNativeOnADeviceIsAConfigError) {
-  RunConfig c = lenet(Device::kCUDA, 3);
+// PyNative (op by op, the interpreter's constants and the eager bprop rules' scalars copied to
+// the device as they join a device op): the CPU's PyNative run, bitwise.
+TEST(DeviceTraining, PyNativeOnTheFakeGpuEqualsTheCpuBitwise) {
+  RunConfig c = lenet(Device::kCPU, 3);
   c.mode = nn::ExecMode::kPyNative;
-  try {
-    run_training(c);
-    FAIL() << "no error";
-  } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(), "--mode pynative: runs on the CPU only, got --device GPU (graph mode "
-                           "runs on the GPU)");
-  }
-  EvalConfig e;
-  e.model = "lenet";
-  e.mode = nn::ExecMode::kPyNative;
-  e.device = Device::kCUDA;
-  EXPECT_THROW(run_evaluation(e), ConfigError);
+  const RunResult cpu = run_training(c);
+  c.device = Device::kCUDA;
+  const long launches = fake().launches();
+  WhereThingsLive where(Device::kCUDA);
+  const RunResult gpu = run_training(c, {.callbacks = {&where}});
+  EXPECT_GT(fake().launches(), launches + 3 * 30);
+  EXPECT_TRUE(where.elsewhere.empty()) << where.elsewhere.front();
+  EXPECT_EQ(gpu.weights_sha256, cpu.weights_sha256);
+  EXPECT_EQ(gpu.train_loss, cpu.train_loss);
+  EXPECT_EQ(gpu.test_accuracy, cpu.test_accuracy);
 }
 
 // MindIR: a network whose weights live on the device exports the file the CPU network exports;
