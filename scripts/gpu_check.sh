@@ -20,7 +20,8 @@
 #      is short: 100 s are kept for the steps after it);
 #   7. cuda_graphs: `loom train lenet --device GPU --epochs 1` with LOOM_CUDA_GRAPHS=0 and
 #      without, train_images_per_s of both (what replaying the step as a CUDA graph gains);
-#   8. profile_r18: ResNet-18 batch 256, steps 3-5 profiled (--profile), `loom profile show`.
+#   8. profile_r18: ResNet-18 batch 256, steps 3-5 profiled (--profile), `loom profile show`;
+#   9. modes: LeNet in PyNative on the GPU and the CPU, and two ranks sharing the GPU (mpirun).
 # LOOM_GPU_CHECK_STEPS="kernel_check profile_r18" runs only the steps named there (after the
 # unpacking, library and machine steps, which always run).
 # Files under $OUT: gpu_check.log, kernel_check.xml, bench.json, cuda_graphs_{0,1}.out,
@@ -302,8 +303,31 @@ profile_r18() {
   "$WORK/loom" profile show "$OUT/prof_r18" --top 15
 }
 
+# PyNative on the GPU against the CPU (the same seed: the same weights up to the kernels'
+# rounding), and two ranks sharing the GPU (the host-staged all-reduce) against one process.
+modes() {
+  local small=(lenet --epochs 1 --train-samples 1280 --test-samples 320 --json
+               --data-dir "$WORK/fashion-mnist")
+  local r
+  echo "== loom train lenet --mode pynative --device GPU / CPU"
+  for d in GPU CPU; do
+    r=$("$WORK/loom" train "${small[@]}" --mode pynative --device $d 2>&1 | tail -n 1) || {
+      echo "$r"; return 1; }
+    echo "  pynative $d: $r"
+  done
+  local mpirun
+  mpirun=$(command -v mpirun) || { echo "no mpirun on this machine: two ranks not run"; return 0; }
+  echo "== mpirun -np 2 loom train lenet --device GPU (one GPU shared: host-staged all-reduce)"
+  r=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$mpirun" -np 2 --oversubscribe \
+        --bind-to none "$WORK/loom" train "${small[@]}" --device GPU 2>&1 | tail -n 3) || {
+    echo "$r"; return 1; }
+  echo "  2 ranks GPU: $r"
+  r=$("$WORK/loom" train "${small[@]}" --device GPU 2>&1 | tail -n 1)
+  echo "  1 rank GPU: $r"
+}
+
 export ROOT BUNDLE WORK OUT
-export -f dexz unpack cuda_lib_dirs find_cuda machine cuda_graphs profile_r18
+export -f dexz unpack cuda_lib_dirs find_cuda machine cuda_graphs profile_r18 modes
 
 main() {
   echo "loom GPU check, $(date -u +%FT%TZ), $(uname -n), repository $ROOT"
@@ -336,6 +360,7 @@ main() {
       --json "$OUT/bench.json" --budget "$bench_budget"
     step cuda_graphs 60 cuda_graphs
     step profile_r18 60 profile_r18
+    step modes 90 modes
   fi
   echo
   echo "==================== summary ($SECONDS s) ===================="
