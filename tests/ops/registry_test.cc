@@ -73,15 +73,17 @@ TEST(Registry, KernelFactsAgreeWithTheirOps) {
     SCOPED_TRACE(k->op + " " + std::string(dtype_name(k->dtype)));
     const ops::OpDef* op = ops::Registry::global().find(k->op);
     ASSERT_NE(op, nullptr) << "a kernel for an unregistered op";
-    if (k->block) EXPECT_TRUE(op->fusable) << "a block functor for an op the fuse pass never groups";
+    if (k->block) {
+      EXPECT_TRUE(op->fusable) << "a block functor for an op the fuse pass never groups";
+    }
     if (op->fusable && is_floating(k->dtype)) {
       EXPECT_NE(k->block, nullptr) << "fusable, but its kernel gives FusedElementwise no block";
     }
     EXPECT_EQ(k->elementwise_in_place, op->trait == ops::Trait::kElementwise)
         << "in-place elementwise kernels and elementwise ops must be the same set";
     for (auto [in, out] : k->in_place) {
-      if (op->num_inputs >= 0) EXPECT_LT(in, static_cast<std::size_t>(op->num_inputs));
-      if (op->num_outputs >= 1) EXPECT_LT(out, static_cast<std::size_t>(op->num_outputs));
+      if (op->num_inputs >= 0) { EXPECT_LT(in, static_cast<std::size_t>(op->num_inputs)); }
+      if (op->num_outputs >= 1) { EXPECT_LT(out, static_cast<std::size_t>(op->num_outputs)); }
     }
   }
   for (const ops::OpDef* op : ops::Registry::global().all()) {
@@ -107,7 +109,7 @@ TEST(Registry, MindIRFormsAgreeWithTheirOps) {
       }
       return nullptr;
     };
-    if (op->trait == ops::Trait::kControlFlow) EXPECT_FALSE(f.supported());
+    if (op->trait == ops::Trait::kControlFlow) { EXPECT_FALSE(f.supported()); }
     if (!f.supported()) {
       EXPECT_TRUE(f.const_inputs.empty() && f.function_args.empty() && f.input_names.empty() &&
                   f.output_names.empty() && f.attrs.empty() && f.derived.empty())
@@ -125,7 +127,7 @@ TEST(Registry, MindIRFormsAgreeWithTheirOps) {
       EXPECT_NE(std::find(f.function_args.begin(), f.function_args.end(), n), f.function_args.end())
           << "const input '" << n << "' missing from the function form";
     }
-    if (!f.const_inputs.empty()) EXPECT_GE(op->num_inputs, 0);
+    if (!f.const_inputs.empty()) { EXPECT_GE(op->num_inputs, 0); }
     EXPECT_EQ(f.input_names.empty(), f.output_names.empty());
     if (!f.input_names.empty() && op->num_inputs >= 0) {
       EXPECT_EQ(f.input_names.size(),
@@ -240,8 +242,8 @@ TEST(Registry, DocsOpsMdIsCurrent) {
 }
 
 // The products declare their FLOPs (OpDef::flops, the profiler's FLOP/s): 2 · |out| · K for the
-// matrix products, 2 · |y or dout| · (C/group · kh · kw) for a convolution and its gradients, the
-// same count forward and backward; the other ops declare none.
+// matrix products, 2 · |y or dout| · (C/group · kh · kw) for a convolution and its gradients,
+// the same count forward and backward; the other ops declare none.
 TEST(Registry, ProductsDeclareTheirFlops) {
   const auto& reg = loom::ops::Registry::global();
   auto flops = [&](const char* op, loom::ir::Primitive::Attrs attrs, std::vector<loom::Shape> in,

@@ -138,7 +138,8 @@ TEST(DeviceTraining, CheckpointsSavedOnTheFakeGpuResumeBitwise) {
   EXPECT_TRUE(where.elsewhere.empty()) << where.elsewhere.front();
   EXPECT_EQ(resumed.weights_sha256, gpu.weights_sha256);
   EXPECT_EQ(resumed.test_accuracy, gpu.test_accuracy);
-  EXPECT_TRUE(file_bytes(dir / "resumed/lenet-2_10.ckpt") == file_bytes(dir / "gpu/lenet-2_10.ckpt"));
+  EXPECT_TRUE(file_bytes(dir / "resumed/lenet-2_10.ckpt") ==
+              file_bytes(dir / "gpu/lenet-2_10.ckpt"));
   // And across devices: the device's checkpoint resumed on the CPU.
   RunConfig on_cpu = two_epochs(Device::kCPU, "resumed_cpu");
   on_cpu.resume = dir / "gpu/lenet-1_10.ckpt";
@@ -168,7 +169,7 @@ TEST(DeviceEvaluation, EvalOnTheFakeGpuGivesTheCpusAccuracy) {
     EXPECT_EQ(gpu.test_accuracy, cpu.test_accuracy);
     EXPECT_EQ(gpu.test_loss, cpu.test_loss);
     EXPECT_EQ(gpu.weights_sha256, cpu.weights_sha256);
-    if (with_ckpt) EXPECT_EQ(gpu.weights_sha256, trained.weights_sha256);
+    if (with_ckpt) { EXPECT_EQ(gpu.weights_sha256, trained.weights_sha256); }
   }
 }
 
@@ -344,9 +345,11 @@ TEST(DeviceCells, CompiledCallsMoveTheirParametersOnce) {
   fake();
   nn::set_context_mode(nn::ExecMode::kGraph);
   nn::set_context_device(Device::kCUDA);
-  std::shared_ptr<nn::Cell> net = models::recipe("lenet").make_network({.dataset = "fashion-mnist"});
+  std::shared_ptr<nn::Cell> net =
+      models::recipe("lenet").make_network({.dataset = "fashion-mnist"});
   nn::set_context_device(Device::kCPU);
-  std::shared_ptr<nn::Cell> ref = models::recipe("lenet").make_network({.dataset = "fashion-mnist"});
+  std::shared_ptr<nn::Cell> ref =
+      models::recipe("lenet").make_network({.dataset = "fashion-mnist"});
   Tensor x(DType::kFloat32, {1, 1, 32, 32});
   for (std::int64_t i = 0; i < x.numel(); ++i) x.set(i, static_cast<double>(i % 5) * 0.1);
   const Tensor want = (*ref)(ops::Var(ir::Value::tensor(x))).value().as_tensor();
