@@ -13,6 +13,7 @@
 
 #include "backends/cpu/cpu.h"
 #include "backends/kernel.h"
+#include "backends/strided_box.h"
 #include "backends/thread_pool.h"
 #include "core/ir/error.h"
 #include "ops/array_ops.h"
@@ -21,47 +22,7 @@ namespace loom::backend {
 
 namespace {
 
-using Ints = std::vector<std::int64_t>;
-
 constexpr std::int64_t kGrain = 16384;  // elements per parallel chunk
-
-Ints contiguous_strides(const Shape& shape) {
-  Ints s(shape.size(), 1);
-  for (std::size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
-  return s;
-}
-
-// A box of `shape` read at src + sum(i_k * src_stride_k) and written at
-// dst + sum(i_k * dst_stride_k), strides in elements.
-struct StridedBox {
-  Shape shape;
-  Ints src_stride;
-  Ints dst_stride;
-};
-
-// Drops size-1 axes and merges neighbours that are contiguous on both sides.
-StridedBox simplify(const StridedBox& box) {
-  StridedBox out;
-  for (std::size_t i = 0; i < box.shape.size(); ++i) {
-    if (box.shape[i] == 1) continue;
-    if (!out.shape.empty() && out.src_stride.back() == box.src_stride[i] * box.shape[i] &&
-        out.dst_stride.back() == box.dst_stride[i] * box.shape[i]) {
-      out.shape.back() *= box.shape[i];
-      out.src_stride.back() = box.src_stride[i];
-      out.dst_stride.back() = box.dst_stride[i];
-      continue;
-    }
-    out.shape.push_back(box.shape[i]);
-    out.src_stride.push_back(box.src_stride[i]);
-    out.dst_stride.push_back(box.dst_stride[i]);
-  }
-  if (out.shape.empty()) {
-    out.shape = {1};
-    out.src_stride = {1};
-    out.dst_stride = {1};
-  }
-  return out;
-}
 
 template <typename T>
 void copy_rows(const T* src, T* dst, const StridedBox& b, std::int64_t begin, std::int64_t end) {
@@ -220,22 +181,6 @@ void transpose_kernel(const KernelContext& k) {
 }
 
 // Offset, in elements, of index `at` along contiguous strides.
-std::int64_t offset_of(const Ints& at, const Ints& strides) {
-  std::int64_t o = 0;
-  for (std::size_t i = 0; i < at.size(); ++i) o += at[i] * strides[i];
-  return o;
-}
-
-std::int64_t normalized_axis(std::int64_t axis, std::int64_t rank) {
-  return axis < 0 ? axis + rank : axis;
-}
-
-std::int64_t product(const Shape& s, std::size_t from, std::size_t to) {
-  std::int64_t p = 1;
-  for (std::size_t i = from; i < to; ++i) p *= s[i];
-  return p;
-}
-
 // Concat and Split: each part is a window of the whole along `axis`.
 void concat_kernel(const KernelContext& k) {
   Tensor& y = k.out(0);
@@ -276,19 +221,6 @@ void slice_kernel(const KernelContext& k) {
   StridedBox box{y.shape(), xs, contiguous_strides(y.shape())};
   strided_copy(static_cast<const char*>(x.raw_data()) + start * static_cast<std::int64_t>(es),
                y.raw_data(), es, box, cpu::pool(k));
-}
-
-// The StridedSlice box over `whole` (the sliced tensor's shape): per-axis counts, element
-// strides into `whole`, and the offset of the first element.
-StridedBox strided_slice_box(const Shape& whole, const KernelContext& k, std::int64_t& start) {
-  Shape begin, stride, size, out;
-  const std::string problem = ops::strided_slice_plan(whole, k.prim, begin, stride, size, out);
-  if (!problem.empty()) throw InternalError(k.prim.name() + ": " + problem);
-  const Ints ws = contiguous_strides(whole);
-  StridedBox box{size, {}, contiguous_strides(size)};
-  for (std::size_t i = 0; i < whole.size(); ++i) box.src_stride.push_back(ws[i] * stride[i]);
-  start = offset_of(begin, ws);
-  return box;
 }
 
 void strided_slice_kernel(const KernelContext& k) {

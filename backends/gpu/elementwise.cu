@@ -52,6 +52,7 @@
 
 #include "backends/gpu/cuda.h"
 #include "backends/gpu/device_math.cuh"
+#include "backends/strided_box.h"
 #include "core/ir/error.h"
 #include "core/random/philox.h"
 #include "ops/array_ops.h"
@@ -63,7 +64,6 @@ namespace {
 
 using std::int64_t;
 using std::uint32_t;
-using Ints = std::vector<int64_t>;
 
 // Outputs below this many elements index with 32-bit arithmetic.
 constexpr int64_t kIndex32Limit = int64_t{1} << 31;
@@ -884,45 +884,7 @@ void fused_elementwise(const KernelContext& k) {
   check_launch();
 }
 
-// ---- Array ops: strided copies ------------------------------------------------------------
-
-Ints contiguous_strides(const Shape& shape) {
-  Ints s(shape.size(), 1);
-  for (std::size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
-  return s;
-}
-
-// A box of `shape` read at src + Σ i_k·src_stride_k and written at dst + Σ i_k·dst_stride_k,
-// strides in elements (backends/cpu/array_kernels.cc).
-struct StridedBox {
-  Shape shape;
-  Ints src_stride;
-  Ints dst_stride;
-};
-
-// Drops size-1 axes and merges neighbours that are contiguous on both sides.
-StridedBox simplify(const StridedBox& box) {
-  StridedBox out;
-  for (std::size_t i = 0; i < box.shape.size(); ++i) {
-    if (box.shape[i] == 1) continue;
-    if (!out.shape.empty() && out.src_stride.back() == box.src_stride[i] * box.shape[i] &&
-        out.dst_stride.back() == box.dst_stride[i] * box.shape[i]) {
-      out.shape.back() *= box.shape[i];
-      out.src_stride.back() = box.src_stride[i];
-      out.dst_stride.back() = box.dst_stride[i];
-      continue;
-    }
-    out.shape.push_back(box.shape[i]);
-    out.src_stride.push_back(box.src_stride[i]);
-    out.dst_stride.push_back(box.dst_stride[i]);
-  }
-  if (out.shape.empty()) {
-    out.shape = {1};
-    out.src_stride = {1};
-    out.dst_stride = {1};
-  }
-  return out;
-}
+// ---- Array ops: strided copies (the boxes: backends/strided_box.h) ---------------------------
 
 constexpr int kCopyDims = 16;
 
@@ -1035,20 +997,6 @@ void transpose_kernel(const KernelContext& k) {
   strided_copy(k, x.raw_data(), y.raw_data(), elem_size(x), box);
 }
 
-int64_t normalized_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
-
-int64_t product(const Shape& s, std::size_t from, std::size_t to) {
-  int64_t p = 1;
-  for (std::size_t i = from; i < to; ++i) p *= s[i];
-  return p;
-}
-
-int64_t offset_of(const Ints& at, const Ints& strides) {
-  int64_t o = 0;
-  for (std::size_t i = 0; i < at.size(); ++i) o += at[i] * strides[i];
-  return o;
-}
-
 // Concat and Split: each part is a window of the whole along `axis`.
 void concat_kernel(const KernelContext& k) {
   Tensor& y = k.out(0);
@@ -1081,19 +1029,6 @@ void slice_kernel(const KernelContext& k) {
   const int64_t start = offset_of(k.attr("begin").as_ints(), xs);
   const StridedBox box{y.shape(), xs, contiguous_strides(y.shape())};
   strided_copy(k, byte_ptr(x, start), y.raw_data(), elem_size(x), box);
-}
-
-// The StridedSlice box over `whole` (the sliced tensor's shape), and the offset of its first
-// element.
-StridedBox strided_slice_box(const Shape& whole, const KernelContext& k, int64_t& start) {
-  Shape begin, stride, size, out;
-  const std::string problem = ops::strided_slice_plan(whole, k.prim, begin, stride, size, out);
-  if (!problem.empty()) throw InternalError(k.prim.name() + ": " + problem);
-  const Ints ws = contiguous_strides(whole);
-  StridedBox box{size, {}, contiguous_strides(size)};
-  for (std::size_t i = 0; i < whole.size(); ++i) box.src_stride.push_back(ws[i] * stride[i]);
-  start = offset_of(begin, ws);
-  return box;
 }
 
 void strided_slice_kernel(const KernelContext& k) {
