@@ -363,6 +363,16 @@ ProfileInfo read_info(const std::string& file) {
   return info;
 }
 
+// The work and rate columns both tables end with.
+template <class Row>
+void read_rates(const CsvTable& t, std::size_t r, Row& row) {
+  row.flops = t.number(r, "flops");
+  row.gflops_per_s = t.number_or_nan(r, "gflops_per_s");
+  row.peak_percent = t.number_or_nan(r, "peak_percent");
+  row.bytes = t.number(r, "bytes");
+  row.gb_per_s = t.number_or_nan(r, "gb_per_s");
+}
+
 std::vector<OpTypeRow> read_op_types(const std::string& file) {
   const CsvTable t(file, kOpTypeColumns);
   std::vector<OpTypeRow> rows;
@@ -376,11 +386,7 @@ std::vector<OpTypeRow> read_op_types(const std::string& file) {
     row.avg_time = t.ms_as_us(r, "avg_time(ms)");
     row.op_fraction = t.fraction(r, "percent");
     row.proportion = t.number(r, "step_percent");
-    row.flops = t.number(r, "flops");
-    row.gflops_per_s = t.number_or_nan(r, "gflops_per_s");
-    row.peak_percent = t.number_or_nan(r, "peak_percent");
-    row.bytes = t.number(r, "bytes");
-    row.gb_per_s = t.number_or_nan(r, "gb_per_s");
+    read_rates(t, r, row);
     rows.push_back(std::move(row));
   }
   return rows;
@@ -409,11 +415,7 @@ std::vector<OpDetailRow> read_op_details(const std::string& file) {
     row.file = t.text(r, "file");
     row.line = static_cast<int>(std::min<std::int64_t>(t.integer(r, "line", 0),
                                                        std::numeric_limits<int>::max()));
-    row.flops = t.number(r, "flops");
-    row.gflops_per_s = t.number_or_nan(r, "gflops_per_s");
-    row.peak_percent = t.number_or_nan(r, "peak_percent");
-    row.bytes = t.number(r, "bytes");
-    row.gb_per_s = t.number_or_nan(r, "gb_per_s");
+    read_rates(t, r, row);
     rows.push_back(std::move(row));
   }
   return rows;

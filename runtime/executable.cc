@@ -815,7 +815,7 @@ Value Executable::run(std::vector<Value> args) {
   const ObserverList* observers = observers_.get();
   if (recorded_ && observers == nullptr) {
     replay(args);
-  } else if (observers == nullptr && recordable_ && eager_runs_ >= 1) {
+  } else if (observers == nullptr && recordable_ && ran_) {
     // The second run without observers (the first warmed the libraries up: cuBLAS and cuDNN
     // set themselves up at their first call, which a recording must not contain): recorded once
     // where the backend can (a CUDA graph), then replayed at every later run.
@@ -830,7 +830,7 @@ Value Executable::run(std::vector<Value> args) {
     }
   } else {
     run_launches(observers);
-    ++eager_runs_;
+    ran_ = true;
   }
   Value out = build(output_);
   for (std::size_t b : param_buffers_) cur_[b] = Tensor();

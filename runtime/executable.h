@@ -187,7 +187,7 @@ class Executable {
   std::unique_ptr<backend::RecordedWork> recorded_;
   std::vector<Tensor> recorded_args_;
   bool recordable_ = true;  // cleared by a control launch, a refused or spent chance
-  int eager_runs_ = 0;
+  bool ran_ = false;  // a run went launch by launch (the warm-up before a recording)
   std::vector<char> donated_params_;  // per parameter: written by the run (donated)
 };
 
