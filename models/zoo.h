@@ -4,13 +4,14 @@
 // look recipes up here, so a new model needs no change in tools/.
 //
 //   const models::Recipe& r = models::recipe("resnet18");
-//   auto net = r.make_network({.dataset = "fashion-mnist"});
+//   auto net = r.make_network({.dataset = "fashion-mnist"});   // 10 classes, the dataset's
 //   data::DatasetPtr train = r.make_train_dataset({.dataset = "fashion-mnist", .batch_size = 32});
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,13 +22,16 @@
 namespace loom::models {
 
 struct NetworkOptions {
-  std::string dataset;        // "fashion-mnist", "cifar10" (decides channels, classes, layout)
-  std::int64_t num_classes = 10;
+  // "fashion-mnist", "cifar10", "fake-imagenet" (decides channels, classes, layout)
+  std::string dataset;
+  // Unset: the dataset's class count (10; fake-imagenet: 1000).
+  std::optional<std::int64_t> num_classes;
 };
 
 struct DatasetOptions {
   std::string dataset;        // as above; "" = the recipe's default
-  std::string data_dir;       // "" = the dataset's default location (fashion-mnist: the package)
+  // "" = the dataset's default location (fashion-mnist: the package); fake-imagenet takes none
+  std::string data_dir;
   std::int64_t batch_size = 32;
   std::int64_t num_samples = 0;  // > 0: only the first num_samples rows (take), for short runs
   // Data parallelism (parallel/parallel.h): this process reads shard shard_id of num_shards.

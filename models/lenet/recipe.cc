@@ -38,7 +38,7 @@ void register_lenet(std::vector<Recipe>& recipes) {
   // No schedule: a constant learning rate, as MindSpore's lenet train.py.
   r.make_network = [](const NetworkOptions& o) -> std::shared_ptr<nn::Cell> {
     check_dataset(o.dataset);
-    return std::make_shared<LeNet5>(o.num_classes, /*num_channel=*/1);
+    return std::make_shared<LeNet5>(o.num_classes.value_or(10), /*num_channel=*/1);
   };
   r.input_shape = [](const std::string& dataset) {
     check_dataset(dataset);

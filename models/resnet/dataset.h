@@ -1,4 +1,5 @@
-// The ResNet jobs' data, small-image layout (32×32):
+// The ResNet jobs' data: the small-image layout's two datasets (32×32) and a synthetic
+// ImageNet-shaped one (224×224) for the ImageNet layout:
 //
 //   fashion-mnist  image (28, 28, 1) UInt8 → Pad 2 → (32, 32, 1)
 //                  [train: RandomCrop 32 with padding 2, i.e. shifts of up to ±2 pixels]
@@ -6,6 +7,8 @@
 //   cifar10        image (32, 32, 3) UInt8
 //                  [train: RandomCrop 32 with padding 4, RandomHorizontalFlip 0.5]
 //                  → Rescale 1/255 → Normalize(mean, std per channel) → HWC2CHW → (3, 32, 32)
+//   fake-imagenet  image (3, 224, 224) Float32 generated per row (below), no transforms;
+//                  label Int32 uniform in [0, 1000); 10,000 training and 1,000 test rows
 //   label Int32 (); train: shuffled (a full permutation per epoch), batched with the last partial
 //   batch dropped; test: in order, the last partial batch kept. With num_shards > 1 (data
 //   parallelism) the rows are sharded after the shuffle, as models::DatasetOptions (zoo.h) says.
@@ -22,6 +25,28 @@
 //   the inputs' std about 1.2. (Quoted values: no CIFAR-10 copy on the build machine to measure.)
 // - The crop's and flip's draws come from the data pipeline's Philox streams (data/dataset.h),
 //   so a row's augmentation depends only on (seed, epoch, row).
+// - fake-imagenet is torchvision's FakeData in ImageNet's shape, for measuring the ImageNet
+//   layout's step (bench/gpu_vs_torch.py) where no ImageNet copy exists; it carries no signal.
+//   Row i is a function of (seed, usage, i) alone, the same in every epoch and process: its
+//   224 × 224 × 3 pixel bytes (HWC order) are the Philox words of the stream
+//   stream_id("data/fake-imagenet/<usage>/image") (seed: the global seed when the dataset is
+//   made) at blocks [i · 9408, (i + 1) · 9408), four bytes a word, lowest byte first; its label
+//   is the first word of block i of ".../label" scaled to [0, 1000) by multiplication (bias
+//   below 1000 / 2^32). Each pixel byte p of channel c becomes exactly the Float32 that
+//   Rescale(1/255) → Normalize(kImageNetMean, kImageNetStd) → HWC2CHW give for it (a 3 × 256
+//   table), so the network sees ImageNet-normalized values, but the UInt8 image and the three
+//   passes over it never exist: one pass of Philox and table look-ups writes the CHW tensor.
+//   Measured on the 2-core build machine, one thread: a row takes 0.15 ms (6,900 rows/s), where
+//   the three transforms alone would take 0.49 ms (2,050 images/s; their per-element dtype
+//   dispatch in double) on top of generating the bytes. The training pipeline as `loom train`
+//   reads it (one prefetching worker, batch 128) yields about 2,000 images/s there, the rest of
+//   the time being the batch stage's 77 MB allocation and copy per batch (data/dataset.cc).
+//   Rows are generated when asked for (a batch of 128 is 77 MB; nothing is kept), so the sizes
+//   only set an epoch's length: 10,000 / 1,000 (78 steps of batch 128, then an evaluation)
+//   rather than ImageNet's 1,281,167 / 50,000, because random rows teach nothing and an epoch
+//   that long only delays the evaluation; --train-samples / --test-samples cut them (take).
+//   No augmentation: a crop or flip of noise is noise. num_samples cuts, shuffle, shard and batch
+//   are as for the other two.
 #pragma once
 
 #include <cstdint>
@@ -33,11 +58,18 @@ namespace loom::models::resnet {
 
 inline constexpr double kCifar10Mean[3] = {0.4914, 0.4822, 0.4465};
 inline constexpr double kCifar10Std[3] = {0.2470, 0.2435, 0.2616};
+// torchvision's ImageNet normalization (MindSpore's resnet dataset.py: the same × 255).
+inline constexpr double kImageNetMean[3] = {0.485, 0.456, 0.406};
+inline constexpr double kImageNetStd[3] = {0.229, 0.224, 0.225};
+inline constexpr std::int64_t kFakeImageNetTrainRows = 10'000;
+inline constexpr std::int64_t kFakeImageNetTestRows = 1'000;
+inline constexpr std::int64_t kFakeImageNetClasses = 1000;
+inline constexpr std::int64_t kFakeImageNetSize = 224;  // height and width
 
 struct DatasetOptions {
-  std::string dataset = "fashion-mnist";  // or "cifar10"
+  std::string dataset = "fashion-mnist";  // or "cifar10", "fake-imagenet"
   // fashion-mnist: "" = the Debian package's files; cifar10: the directory with
-  // data_batch_1.bin ... data_batch_5.bin and test_batch.bin (required).
+  // data_batch_1.bin ... data_batch_5.bin and test_batch.bin (required); fake-imagenet: none.
   std::string data_dir;
   std::int64_t batch_size = 32;
   std::int64_t num_samples = 0;  // > 0: only the first num_samples rows (take)
@@ -47,7 +79,7 @@ struct DatasetOptions {
 };
 
 // ValueError for an unknown dataset, a batch size < 1, a negative sample count, a shard outside
-// [0, num_shards) or cifar10 without a data directory.
+// [0, num_shards), cifar10 without a data directory or fake-imagenet with one.
 data::DatasetPtr create_train_dataset(const DatasetOptions& options);
 data::DatasetPtr create_test_dataset(const DatasetOptions& options);
 

@@ -1,5 +1,7 @@
-// ResNet-18/34/50/101 as zoo recipes, small-image layout, on Fashion-MNIST (default) or CIFAR-10
-// (models/resnet/dataset.h for the pipelines and their choices).
+// ResNet-18/34/50/101 as zoo recipes: the small-image layout on Fashion-MNIST (default) or
+// CIFAR-10, the ImageNet layout (3 channels, 1000 classes) on fake-imagenet, a synthetic
+// 3×224×224 dataset for measuring steps (models/resnet/dataset.h for the pipelines and their
+// choices).
 //
 // Training defaults: batch 32, Momentum 0.9 and weight decay 1e-4 as MindSpore's
 // resnet18_cifar10 / resnet50_cifar10 configs (the 5e-4 of many PyTorch CIFAR ports regularizes
@@ -11,7 +13,8 @@
 // while the zoo reaches 0.1 only after a 5-epoch warm-up; 0.02 is near the linear-scaling rule's
 // 0.1 · 32 / 256. Schedule (defaults.learning_rate): linear warm-up from a tenth of the peak
 // (the zoo's lr_init / lr_max) over the first 5% of the steps (the zoo warms up 5 of 90 epochs),
-// then cosine decay to 0 at the last step, per step. 10 epochs by default.
+// then cosine decay to 0 at the last step, per step. 10 epochs by default. fake-imagenet uses
+// the same defaults: its rows carry no signal, so nothing is tuned for it.
 #include <cmath>
 #include <memory>
 #include <numbers>
@@ -32,11 +35,25 @@ constexpr double kWarmupLearningRate = kMaxLearningRate / 10;
 const std::string& checked_dataset(const std::string& name, const std::string& dataset) {
   static const std::string kDefault = "fashion-mnist";
   if (dataset.empty()) return kDefault;
-  if (dataset != "fashion-mnist" && dataset != "cifar10") {
-    throw ValueError(name + ": expected the dataset 'fashion-mnist' or 'cifar10', got '" +
-                     dataset + "'");
+  if (dataset != "fashion-mnist" && dataset != "cifar10" && dataset != "fake-imagenet") {
+    throw ValueError(name + ": expected the dataset 'fashion-mnist', 'cifar10' or "
+                     "'fake-imagenet', got '" + dataset + "'");
   }
   return dataset;
+}
+
+// What the network's first and last layers depend on.
+struct DatasetFacts {
+  std::int64_t channels, size, classes;
+  ResNetLayout layout;
+};
+
+DatasetFacts facts(const std::string& name, const std::string& dataset) {
+  const std::string& d = checked_dataset(name, dataset);
+  if (d == "fake-imagenet") {
+    return {3, resnet::kFakeImageNetSize, resnet::kFakeImageNetClasses, ResNetLayout::kImageNet};
+  }
+  return {d == "cifar10" ? 3 : 1, 32, 10, ResNetLayout::kSmallImage};
 }
 
 double warmup_cosine(std::int64_t step, std::int64_t steps_per_epoch, std::int64_t epochs) {
@@ -54,8 +71,8 @@ Recipe make_recipe(int depth) {
   Recipe r;
   r.name = "resnet" + std::to_string(depth);
   r.description = "ResNet-" + std::to_string(depth) +
-                  " (MindSpore's model zoo, 32x32 layout), Fashion-MNIST / CIFAR-10";
-  r.datasets = {"fashion-mnist", "cifar10"};
+                  " (MindSpore's zoo): fashion-mnist/cifar10 32x32, fake-imagenet 224x224";
+  r.datasets = {"fashion-mnist", "cifar10", "fake-imagenet"};
   r.defaults.dataset = "fashion-mnist";
   r.defaults.epochs = 10;
   r.defaults.batch_size = 32;
@@ -66,13 +83,14 @@ Recipe make_recipe(int depth) {
   r.defaults.learning_rate = warmup_cosine;
   const std::string name = r.name;
   r.make_network = [depth, name](const NetworkOptions& o) -> std::shared_ptr<nn::Cell> {
-    const bool cifar = checked_dataset(name, o.dataset) == "cifar10";
-    return make_resnet(depth, {.num_classes = o.num_classes,
-                               .in_channels = cifar ? 3 : 1,
-                               .layout = ResNetLayout::kSmallImage});
+    const DatasetFacts f = facts(name, o.dataset);
+    return make_resnet(depth, {.num_classes = o.num_classes.value_or(f.classes),
+                               .in_channels = f.channels,
+                               .layout = f.layout});
   };
   r.input_shape = [name](const std::string& dataset) {
-    return Shape{checked_dataset(name, dataset) == "cifar10" ? 3 : 1, 32, 32};
+    const DatasetFacts f = facts(name, dataset);
+    return Shape{f.channels, f.size, f.size};
   };
   auto options = [name](const DatasetOptions& o) {
     return resnet::DatasetOptions{.dataset = checked_dataset(name, o.dataset),

@@ -381,7 +381,8 @@ TEST(ResNet, ResNet18SmallImageOnTheDefaultKernelsMatchesPyTorch) {
 TEST(ResNetRecipe, FourDepthsRegisteredWithTheirDatasetsAndDefaults) {
   for (const std::string name : {"resnet18", "resnet34", "resnet50", "resnet101"}) {
     const Recipe& r = recipe(name);
-    EXPECT_EQ(r.datasets, (std::vector<std::string>{"fashion-mnist", "cifar10"})) << name;
+    EXPECT_EQ(r.datasets, (std::vector<std::string>{"fashion-mnist", "cifar10", "fake-imagenet"}))
+        << name;
     EXPECT_EQ(r.defaults.dataset, "fashion-mnist");
     EXPECT_EQ(r.defaults.batch_size, 32);
     EXPECT_EQ(r.defaults.optimizer.kind, nn::OptimizerKind::kMomentum);

@@ -2,7 +2,10 @@
 # `loom train lenet` on a small subset of Fashion-MNIST (2048 training images, 512 test images,
 # one epoch): the --json line has every key with sane values; two --deterministic runs with the
 # same seed give the same weights_sha256 (also with 1 thread instead of 2) and another seed a
-# different one; bad flags exit non-zero with a message naming the flag.
+# different one; bad flags exit non-zero with a message naming the flag. Then `loom train resnet18
+# --dataset fake-imagenet` (the ImageNet layout on synthetic 3x224x224 rows) for two steps of
+# batch 2: its JSON has a finite loss; an unknown dataset is a usage error (exit 2) naming the
+# ResNets' three datasets.
 # Usage: train_cli_test.sh path/to/loom
 set -euo pipefail
 loom=$1
@@ -108,6 +111,32 @@ expect_error "--summary-dir: only \`loom train\` takes it" eval lenet --summary-
 expect_error "loom train: fashion_mnist_dir: /nonexistent/fmnist" \
   train lenet --data-dir /nonexistent/fmnist
 expect_error "--epochs: only \`loom train\` takes it" eval lenet --epochs 2
+
+# ResNet-18 in the ImageNet layout on fake-imagenet: two steps of batch 2 on the CPU (~5 s).
+"$loom" train resnet18 --dataset fake-imagenet --batch-size 2 --train-samples 4 --test-samples 2 \
+  --epochs 1 --json >"$tmp/fake.out" 2>"$tmp/fake.err" ||
+  { cat "$tmp/fake.out" "$tmp/fake.err" >&2; fail "loom train resnet18 --dataset fake-imagenet"; }
+grep -q '^loom train resnet18: fake-imagenet, 2 batches of 2 per epoch, 1 epoch' "$tmp/fake.out" ||
+  { cat "$tmp/fake.out" >&2; fail "fake-imagenet: no header line with 2 batches of 2"; }
+tail -n 1 "$tmp/fake.out" | python3 -c '
+import json, math, sys
+j = json.loads(sys.stdin.read())
+ok = (j["model"] == "resnet18" and j["batch_size"] == 2 and j["epochs"] == 1
+      and math.isfinite(j["train_loss"]) and j["train_loss"] > 0
+      and math.isfinite(j["test_loss"]) and 0 <= j["test_accuracy"] <= 1)
+sys.exit(0 if ok else f"FAIL: fake-imagenet JSON: {j}")
+' || fail "fake-imagenet: JSON"
+set +e
+"$loom" train resnet50 --dataset imagenet >"$tmp/err.out" 2>"$tmp/err.err"
+status=$?
+set -e
+[[ $status == 2 ]] || { cat "$tmp/err.err" >&2; fail "--dataset imagenet: exit $status, expected 2"; }
+[[ $(head -n 1 "$tmp/err.err") == "loom train: --dataset: expected one of resnet50's datasets \
+(fashion-mnist, cifar10, fake-imagenet), got 'imagenet'" ]] ||
+  { cat "$tmp/err.err" >&2; fail "--dataset imagenet: not the expected message"; }
+expect_error "resnet dataset: fake-imagenet is generated, expected no data directory, got '/x'" \
+  train resnet18 --dataset fake-imagenet --data-dir /x
+
 grep -q -- "--train-samples N" <<<"$("$loom" train --help)" || fail "train --help: no --train-samples"
 grep -q -- "--ckpt" <<<"$("$loom" eval --help)" || fail "eval --help: does not say where --ckpt is"
 echo "train_cli: ok"
