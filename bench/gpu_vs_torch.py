@@ -8,11 +8,11 @@
 
 Configurations are MODEL:BATCH[:STEPS[:ROUNDS]]; by default LeNet-5 at batch 32 and 256,
 ResNet-18 at 256 and ResNet-50 at 128 (both in loom's 32x32 layout), then ResNet-50 at 224x224
-batch 128 for PyTorch alone, each while the time budget (--budget) allows. For each, `rounds`
-rounds, interleaved:
+batch 128, each while the time budget (--budget) allows. For each, `rounds` rounds, interleaved:
   - loom: `loom train MODEL --device GPU --epochs 1 --batch-size B --train-samples N --json` on
-    Fashion-MNIST: its JSON train_images_per_s (training steps only: data waits and compilation
-    excluded), N / train_loop_s (the whole step loop, data waits included), compile_ms and
+    Fashion-MNIST (resnet50_224: `loom train resnet50 --dataset fake-imagenet`, below): its JSON
+    train_images_per_s (training steps only: data waits and compilation excluded),
+    N / train_loop_s (the whole step loop, data waits included), compile_ms and
     device_peak_mib (the CUDA memory pool's high-water mark, where the build reports it);
   - PyTorch eager: the same network (bench/train_vs_torch.py's definitions of MindSpore's
     model-zoo LeNet-5 and ResNet, which loom's recipes build) on one synthetic batch resident
@@ -22,12 +22,17 @@ rounds, interleaved:
     counted; the figure with them is in the JSON as torch_first_peak_mib);
   - PyTorch CUDA graph: forward, backward and the optimizer step captured once
     (torch.cuda.graph, whole-network capture) and replayed; its peak includes the capture.
-loom's `loom train` builds the ResNets only in the zoo's small-image layout (3x3 stride-1 stem,
-no max-pool) on Fashion-MNIST (1x32x32, 10 classes) or CIFAR-10; its ImageNet layout (224x224)
-is reachable from loom_bench_train only, which has no GPU path. resnet50_224 is therefore
-PyTorch's reference alone: torchvision.models.resnet50(num_classes=1000) when torchvision is
-importable, else bench/train_vs_torch.py's ImageNet-layout ResNet-50 (the same 25,557,032
-parameters).
+resnet50_224 is the ImageNet layout (7x7 stride-2 stem and max-pool, 3x224x224, 1000 classes):
+loom trains it on fake-imagenet (models/resnet/dataset.h: torchvision's FakeData in ImageNet's
+shape, rows generated from Philox streams by the data pipeline's one prefetching worker, copied
+to the GPU every step), PyTorch on its one resident synthetic batch; the PyTorch network is
+torchvision.models.resnet50(num_classes=1000) when torchvision is importable, else
+bench/train_vs_torch.py's ImageNet-layout ResNet-50. Both have the 25,557,032 trainable values
+of loom's network (tests/models/fake_imagenet_test.cc counts the recipe's); the script checks
+PyTorch's count against that figure and reports a mismatch as an error. They differ where
+MindSpore's network differs from torchvision's (stride-2 3x3 convolutions padded "same",
+BatchNorm eps 1e-4), not in size. The other ResNets are the zoo's small-image layout (3x3
+stride-1 stem, no max-pool) on Fashion-MNIST (1x32x32, 10 classes).
 FP32 throughout: TF32 off for cuBLAS and cuDNN in PyTorch (loom's CUDA backend uses
 CUBLAS_PEDANTIC_MATH), cudnn.benchmark on. Prints the medians in a table with the GPU's name and
 the ratios loom / PyTorch, then device memory and compile times; --json writes every run's
@@ -64,7 +69,10 @@ def resnet50_224():
 
 
 # model: the PyTorch network, its input and classes, weight decay; loom's model name (None:
-# PyTorch alone); steps per timed run by batch and otherwise; rounds (None: --repeats); warm-up
+# PyTorch alone) and the extra arguments of its `loom train` (loom_args; without a --dataset the
+# run is on Fashion-MNIST and gets --data-dir); params: loom's network's trainable values, which
+# PyTorch's must equal (None: not checked); steps per timed run by batch and otherwise; rounds
+# (None: --repeats); warm-up
 # steps before each timed PyTorch run; est_s: a guess of one round's seconds on an H100 (loom's
 # process, PyTorch eager and graph) and of the set-up (construction, warm-up, graph capture),
 # which decides whether a configuration still fits the budget (scaled by how much slower the
@@ -80,10 +88,12 @@ MODELS = {
     "resnet50": dict(make=lambda: ResNet(50, 10, 1, False), sample=(1, 32, 32), classes=10,
                      wd=1e-4, loom="resnet50", steps={}, default_steps=20, rounds=2, warmup=5,
                      est_round_s=12.0, est_setup_s=8.0),
-    # ImageNet layout, PyTorch alone (loom's CLI has no 224x224 path)
+    # ImageNet layout: loom on fake-imagenet (3x224x224, 1000 classes), the same 25,557,032
+    # trainable values as torchvision's resnet50 (tests/models/fake_imagenet_test.cc)
     "resnet50_224": dict(make=resnet50_224, sample=(3, 224, 224), classes=1000, wd=1e-4,
-                         loom=None, steps={}, default_steps=20, rounds=2, warmup=3,
-                         est_round_s=10.0, est_setup_s=12.0),
+                         loom="resnet50", loom_args=["--dataset", "fake-imagenet"],
+                         params=25_557_032, steps={}, default_steps=20, rounds=2, warmup=3,
+                         est_round_s=20.0, est_setup_s=12.0),
 }
 DEFAULT_CONFIGS = ["lenet:32", "lenet:256", "resnet18:256", "resnet50:128", "resnet50_224:128"]
 MIB = 1024.0 * 1024.0
@@ -97,10 +107,11 @@ def on_signal(signum, _frame):
     raise Stop(f"signal {signum}")
 
 
-def loom_run(loom, model, batch, steps, data_dir, timeout, device="GPU"):
+def loom_run(loom, model, batch, steps, data_dir, timeout, device="GPU", extra=()):
     cmd = [loom, "train", model, "--device", device, "--epochs", "1", "--batch-size", str(batch),
-           "--train-samples", str(batch * steps), "--test-samples", str(batch), "--json"]
-    if data_dir:
+           "--train-samples", str(batch * steps), "--test-samples", str(batch), "--json",
+           *extra]
+    if data_dir and "--dataset" not in extra:  # Fashion-MNIST's files
         cmd += ["--data-dir", data_dir]
     t0 = time.perf_counter()
     try:
@@ -118,7 +129,8 @@ def loom_run(loom, model, batch, steps, data_dir, timeout, device="GPU"):
             "loop_images_per_s": batch * steps / loop if loop else None,
             "train_loop_s": loop, "compile_ms": r.get("compile_ms"),
             "device_peak_mib": r.get("device_peak_mib"), "peak_rss_mib": r.get("peak_rss_mib"),
-            "total_s": r.get("total_s"), "wall_s": wall}
+            "total_s": r.get("total_s"), "wall_s": wall,
+            "data_wait_fraction": r.get("data_wait_fraction")}
 
 
 class TorchTrainer:
@@ -179,15 +191,28 @@ class TorchTrainer:
         return self.batch * steps / (time.perf_counter() - t0)
 
 
+def check_params(model, trainer, mem):
+    """PyTorch's trainable values into `mem`; ValueError unless they are loom's network's."""
+    n = sum(p.numel() for p in trainer.net.parameters() if p.requires_grad)
+    mem["torch_params"] = n
+    want = MODELS[model].get("params")
+    if want is not None and n != want:
+        raise ValueError(f"{model}: PyTorch's network has {n:,} trainable values, loom's "
+                         f"{want:,}: not the same network size")
+
+
 def build_torch(model, batch, cuda, mem):
     """The eager and graphed trainers; their peak device memory into `mem` (MiB)."""
     if not cuda:
-        return TorchTrainer(model, batch, graphed=False, device="cpu"), None
+        eager = TorchTrainer(model, batch, graphed=False, device="cpu")
+        check_params(model, eager, mem)
+        return eager, None
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     eager = TorchTrainer(model, batch, graphed=False)
+    check_params(model, eager, mem)
     eager.images_per_s(2, warmup=1)  # cudnn.benchmark's searches, the momentum buffers
     mem["torch_first_peak_mib"] = (torch.cuda.max_memory_allocated() - base) / MIB
     torch.cuda.reset_peak_memory_stats()
@@ -253,8 +278,9 @@ def print_tables(header, results):
                  else ""))
     print("loom: train_images_per_s (steps only); loom loop: images / train_loop_s (data waits "
           "included); torch: one synthetic batch resident on the GPU (no input copies); "
-          "resnet18/resnet50: the 32x32 layout (1x32x32, 10 classes); resnet50_224: 3x224x224, "
-          "1000 classes, PyTorch alone (`loom train` has no 224x224 layout)")
+          "resnet18/resnet50: the 32x32 layout (1x32x32, 10 classes); resnet50_224: the ImageNet "
+          "layout, 3x224x224, 1000 classes (loom: --dataset fake-imagenet, generated on the "
+          "host and copied every step; both 25,557,032 trainable values)")
     print()
     print(f"{'model':<13} {'batch':>5} {'loom compile':>12} {'loom device':>11} "
           f"{'torch eager':>11} {'torch graph':>11} {'loom/torch':>10}   (compile ms; peak device "
@@ -376,7 +402,8 @@ def main():
                 if m["loom"]:
                     try:
                         lo = loom_run(a.loom, m["loom"], batch, steps, a.data_dir,
-                                      timeout=max(15.0, left + 5), device=a.device)
+                                      timeout=max(15.0, left + 5), device=a.device,
+                                      extra=m.get("loom_args", ()))
                     except Stop:
                         raise
                     except Exception as e:  # noqa: BLE001
@@ -397,7 +424,9 @@ def main():
                 msg = f"{cfg} round {rep + 1}: "
                 if lo:
                     msg += (f"loom {lo['images_per_s']:.0f} img/s (loop "
-                            f"{lo['loop_images_per_s'] or 0:.0f}, compile {lo['compile_ms']} ms, "
+                            f"{lo['loop_images_per_s'] or 0:.0f}, data wait "
+                            f"{100 * (lo['data_wait_fraction'] or 0):.1f}%, "
+                            f"compile {lo['compile_ms']} ms, "
                             f"device {fmt(lo['device_peak_mib'], '{:.0f} MiB', 1)}"
                             .replace("device -", "device n/a") + f", wall {lo['wall_s']:.1f} s)")
                 else:
@@ -418,7 +447,11 @@ def main():
             if cuda:
                 torch.cuda.empty_cache()
         mem = row["memory"]
-        if mem:
+        if "torch_params" in mem:
+            want = m.get("params")
+            print(f"{cfg}: PyTorch's network: {mem['torch_params']:,} trainable values"
+                  + (f" (loom's: {want:,})" if want else ""), flush=True)
+        if "torch_peak_mib" in mem:
             print(f"{cfg}: torch peak device memory {mem.get('torch_peak_mib', 0):.0f} MiB eager "
                   f"({mem.get('torch_first_peak_mib', 0):.0f} with cudnn.benchmark's searches), "
                   f"{mem.get('torch_graph_peak_mib', 0):.0f} MiB graphed", flush=True)

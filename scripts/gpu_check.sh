@@ -15,7 +15,8 @@
 #   4. loom_gpu_tests: the CUDA kernels against the CPU kernels, coverage, determinism;
 #   5. tests/gpu/train_gpu_test.sh: LeNet-5 one epoch on the GPU against the CPU;
 #   6. bench/gpu_vs_torch.py: training images/s of LeNet-5 (batch 32, 256), ResNet-18 (256) and
-#      ResNet-50 (128; both 32x32), loom against PyTorch, then PyTorch's ResNet-50 at 224x224;
+#      ResNet-50 (128; both 32x32), then ResNet-50 at 224x224 (loom on fake-imagenet), loom
+#      against PyTorch;
 #      peak device memory of both, loom's compile time (at most 150 s, less when the budget
 #      is short: 100 s are kept for the steps after it);
 #   7. cuda_graphs: `loom train lenet --device GPU --epochs 1` with LOOM_CUDA_GRAPHS=0 and
