@@ -1,7 +1,9 @@
 // The registry of backends and the device-generic tensor helpers.
 #include "backends/backend.h"
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <mutex>
 
 #include "backends/gpu/cuda_backend.h"
@@ -76,6 +78,36 @@ Tensor to_host(const Tensor& t) {
   if (!t.defined() || t.is_host()) return t;
   Tensor out(t.dtype(), t.shape());
   get_backend(t.device()).copy_to_host(out.raw_data(), t.raw_data(), t.nbytes());
+  return out;
+}
+
+std::int64_t Backend::run_timed(const std::function<void()>& work) {
+  const auto t0 = std::chrono::steady_clock::now();
+  work();
+  synchronize();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                              t0).count();
+}
+
+bool reuse_or_allocate(std::shared_ptr<Storage>& slot, std::size_t bytes, Backend& backend) {
+  if (slot && slot.use_count() == 1 && slot->nbytes() >= bytes) return false;
+  slot = backend.allocate(bytes);
+  return true;
+}
+
+std::vector<Tensor> BatchMover::operator()(Backend& backend, std::span<const Tensor> batch) {
+  const bool all_host = std::all_of(batch.begin(), batch.end(),
+                                    [](const Tensor& t) { return t.defined() && t.is_host(); });
+  if (all_host && backend.device() != Device::kCPU) {
+    if (backend_ != &backend) {
+      backend_ = &backend;
+      uploader_ = backend.make_uploader();
+    }
+    if (uploader_) return uploader_->upload(batch);
+  }
+  std::vector<Tensor> out;
+  out.reserve(batch.size());
+  for (const Tensor& t : batch) out.push_back(to_device(t, backend));
   return out;
 }
 

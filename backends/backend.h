@@ -29,6 +29,21 @@ class RecordedWork {
   virtual void replay() = 0;
 };
 
+// Batches on their way to a device (a training loop's inputs). upload() copies host tensors into
+// device buffers through pinned host memory on a copy stream, so that the copy of batch n + 1
+// overlaps the step that reads batch n; work queued on the backend's context() after upload()
+// returns waits for the copy on the device (the host does not). Two sets of buffers take turns: a
+// buffer is written again only when nothing holds its tensor any more (a holder, such as a
+// recorded step reading it at every replay, keeps it and the uploader takes new memory) and the
+// work queued before the next upload() has read it, so queue a batch's reads before uploading the
+// next batch. No allocation once the sizes stop changing.
+class Uploader {
+ public:
+  virtual ~Uploader() = default;
+  // Host tensors in, the same tensors on the device out.
+  virtual std::vector<Tensor> upload(std::span<const Tensor> host) = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -53,6 +68,11 @@ class Backend {
   // Waits until everything queued on context() is done (nothing to wait for on the CPU).
   virtual void synchronize() {}
 
+  // Runs `work` (which queues on context()), waits for it, and returns its duration in
+  // nanoseconds as the device measured it: the CUDA backend's events around the work on its
+  // stream, the host's clock here (the observers' launch times, the profiler's).
+  virtual std::int64_t run_timed(const std::function<void()>& work);
+
   // Records what `queue` queues on context() without running any of it. Null where this
   // backend cannot record (the CPU: nothing to gain), where recording is switched off
   // (LOOM_CUDA_GRAPHS=0), or where `queue` did something that cannot be recorded (a
@@ -61,6 +81,10 @@ class Backend {
   virtual std::unique_ptr<RecordedWork> record(const std::function<void()>& queue) {
     return nullptr;
   }
+
+  // A new Uploader for a stream of batches; null where a plain copy is as good (the CPU: no copy
+  // at all).
+  virtual std::unique_ptr<Uploader> make_uploader() { return nullptr; }
 
   // This backend's kernels. Rooms that bring kernels of their own (parallel/ adds the
   // communication kernels at init) add them through kernels_mutable() before compiling.
@@ -105,6 +129,22 @@ Tensor to_device(const Tensor& t, Backend& backend);
 Tensor to_host(const Tensor& t);
 // A copy of `t` in new memory of its own device.
 Tensor clone_on_device(const Tensor& t);
+
+// An uploader's rule for one of its buffers: `slot` stays when it is at least `bytes` long and
+// nothing but the uploader holds it; otherwise it becomes a new allocation on `backend` (true).
+bool reuse_or_allocate(std::shared_ptr<Storage>& slot, std::size_t bytes, Backend& backend);
+
+// A training loop's batches on their device: through the backend's Uploader where it has one
+// (made at the first batch, again when the device changes), else by to_device. Tensors already
+// on the device pass through.
+class BatchMover {
+ public:
+  std::vector<Tensor> operator()(Backend& backend, std::span<const Tensor> batch);
+
+ private:
+  Backend* backend_ = nullptr;
+  std::unique_ptr<Uploader> uploader_;
+};
 
 // A kernel prepared once for fixed input and output types (prepare run, workspace allocated on
 // the backend's device), then run any number of times: eager execution, benchmarks, tests.

@@ -108,12 +108,22 @@ struct KernelDef {
   // host-staged all-reduce): a plan holding it is never recorded (Backend::record) and runs
   // launch by launch.
   bool recordable = true;
+  // Where the runtime's list scheduling puts the launch (runtime/executable.cc): by the memory
+  // it frees (the default), as soon as its inputs are ready (kEarly: a collective's start, so
+  // the communication overlaps the most compute), or only when nothing else can run (kLate:
+  // its wait).
+  enum class Order { kByMemory, kEarly, kLate };
+  Order order = Order::kByMemory;
 
   // Chained setters for registrations.
   KernelDef& with_prepare(PrepareFn f) { prepare = f; return *this; }
   KernelDef& writes_every_output_element() { writes_every_output = true; return *this; }
   KernelDef& may_overwrite(std::size_t input, std::size_t output) {
     in_place.emplace_back(input, output);
+    return *this;
+  }
+  KernelDef& scheduled(Order o) {
+    order = o;
     return *this;
   }
   KernelDef& not_recordable() {

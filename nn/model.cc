@@ -129,8 +129,8 @@ struct Model::EvalCache {
                     Abstract::tensor(label.dtype(), label.shape())});
       const Info& info = e.program.info_as<Info>();
       backend::Backend& b = fn.options().backend ? *fn.options().backend : backend::cpu_backend();
-      std::vector<Value> args{Value::tensor(backend::to_device(data, b)),
-                              Value::tensor(backend::to_device(label, b))};
+      const std::vector<Tensor> batch = batches(b, std::vector<Tensor>{data, label});
+      std::vector<Value> args{Value::tensor(batch[0]), Value::tensor(batch[1])};
       for (Parameter* p : info.weights) {
         to_device(*p, b);
         args.push_back(Value::tensor(p->value));
@@ -146,6 +146,7 @@ struct Model::EvalCache {
   Cell* loss_fn;
   EvalCell cell;
   runtime::CompiledFunction fn;
+  backend::BatchMover batches;  // graph mode's batch copies to the device
 };
 
 Model::Model(std::shared_ptr<Cell> network, std::shared_ptr<Cell> loss_fn,

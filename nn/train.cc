@@ -315,12 +315,13 @@ Tensor TrainOneStepCell::step(const Tensor& data, const Tensor& label) {
                   Abstract::tensor(label.dtype(), label.shape())},
                  variant);
   const StepInfo& info = entry.program.info_as<StepInfo>();
-  // Everything the step reads on its device: the batch copied there every step, the weights and
-  // the optimizer states moved there at the first step (or after a restore replaced them) and
-  // kept there, the learning rates and scalars copied. Nothing to do on the CPU.
+  // Everything the step reads on its device: the batch copied there every step (through pinned
+  // memory on a copy stream where the backend has an Uploader), the weights and the optimizer
+  // states moved there at the first step (or after a restore replaced them) and kept there, the
+  // learning rates and scalars copied. Nothing to do on the CPU.
   backend::Backend& b = fn_->options().backend ? *fn_->options().backend : backend::cpu_backend();
-  std::vector<Value> args{Value::tensor(backend::to_device(data, b)),
-                          Value::tensor(backend::to_device(label, b))};
+  const std::vector<Tensor> batch = batches_(b, std::vector<Tensor>{data, label});
+  std::vector<Value> args{Value::tensor(batch[0]), Value::tensor(batch[1])};
   for (Parameter* p : info.weights) {
     to_device(*p, b);
     args.push_back(Value::tensor(p->value));

@@ -61,6 +61,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/backend.h"
 #include "core/ir/tensor.h"
 #include "nn/cell.h"
 #include "nn/context.h"
@@ -176,6 +177,7 @@ class TrainOneStepCell {
   bool return_gradients_ = false;
   GradientReducer reducer_;
   std::vector<std::pair<std::string, Tensor>> gradients_;
+  backend::BatchMover batches_;  // the batches' copies to the step's device
 };
 
 }  // namespace loom::nn

@@ -30,8 +30,17 @@ void wait_kernel(const backend::KernelContext& k) {
   world().wait(k.in(0).data<std::int64_t>()[0], k.outputs);
 }
 
+// A collective's start runs as soon as its gradients are ready and its wait as late as it can, so
+// the communication overlaps the rest of the backward pass (the runtime's launch order).
+backend::KernelDef::Order order_of(std::string_view op) {
+  using Order = backend::KernelDef::Order;
+  return op == "AllReduceStart" ? Order::kEarly
+         : op == "AllReduceWait" ? Order::kLate
+                                 : Order::kByMemory;
+}
+
 void add_once(backend::KernelRegistry& r, std::string_view op, DType d, backend::Kernel kernel) {
-  if (!r.find(op, d)) r.add(op, d, kernel);
+  if (!r.find(op, d)) r.add(op, d, kernel).scheduled(order_of(op));
 }
 
 // The same ops on a device, through host memory (ranks that share a GPU, or no NCCL): each
@@ -70,7 +79,9 @@ void device_wait_kernel(const backend::KernelContext& k) {
 
 void add_device_once(backend::KernelRegistry& r, std::string_view op, DType d,
                      backend::Kernel kernel) {
-  if (!r.find(op, d)) r.add(op, d, kernel).writes_every_output_element().not_recordable();
+  if (!r.find(op, d)) {
+    r.add(op, d, kernel).writes_every_output_element().not_recordable().scheduled(order_of(op));
+  }
 }
 
 }  // namespace

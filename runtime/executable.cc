@@ -4,7 +4,6 @@
 #include "runtime/executable.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
@@ -123,6 +122,7 @@ class Compiler {
     for (const CNode* c : g.topo_order()) trees_[c] = lower(*c);
     if (!g.output()) throw InternalError(where + ": expected an output, got none");
     x_.output_ = tree_of(g.output());
+    if (options_.schedule) schedule();
     rewrite_in_place();
     apply_donations();
     plan();
@@ -347,6 +347,112 @@ class Compiler {
   }
   bool same_layout(std::size_t a, std::size_t b) const {
     return x_.buffers_[a].dtype == x_.buffers_[b].dtype && x_.buffers_[a].shape == x_.buffers_[b].shape;
+  }
+
+  // Reorders the launches to keep less memory live (list scheduling, before any buffer is
+  // shared): among the launches whose inputs are ready, the one that frees the most bytes net of
+  // what it allocates runs next; ties keep the graph's topological order. The graph's order
+  // follows its output: the optimizer's updates pull every weight gradient at the end, so a
+  // filter gradient (the only reader left of a forward activation and of an incoming gradient)
+  // would wait for the whole backward pass, holding both; here it runs as soon as it can. Each
+  // buffer has one writer at this point, so the order is any order its readers respect.
+  void schedule() {
+    auto& L = x_.launches_;
+    const std::size_t n = L.size();
+    std::vector<std::ptrdiff_t> writer(x_.buffers_.size(), -1);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t b : L[i].outputs) writer[b] = static_cast<std::ptrdiff_t>(i);
+    }
+    std::vector<std::size_t> readers(x_.buffers_.size(), 0);  // launches that read it, left
+    std::vector<std::vector<std::size_t>> succ(n);
+    std::vector<std::size_t> waiting(n, 0);  // producers not yet scheduled
+    for (std::size_t i = 0; i < n; ++i) {
+      std::vector<std::size_t> ins = L[i].inputs;
+      std::sort(ins.begin(), ins.end());
+      ins.erase(std::unique(ins.begin(), ins.end()), ins.end());
+      std::vector<std::size_t> preds;
+      for (std::size_t b : ins) {
+        ++readers[b];
+        if (writer[b] >= 0) preds.push_back(static_cast<std::size_t>(writer[b]));
+      }
+      std::sort(preds.begin(), preds.end());
+      preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
+      for (std::size_t p : preds) succ[p].push_back(i);
+      waiting[i] = preds.size();
+    }
+    std::vector<bool> kept(x_.buffers_.size(), false);  // graph outputs: never freed
+    std::vector<std::size_t> outs;
+    output_leaves(x_.output_, outs);
+    for (std::size_t b : outs) kept[b] = true;
+    auto bytes = [&](std::size_t b) {
+      const Executable::Buffer& buf = x_.buffers_[b];
+      return static_cast<double>(shape_numel(buf.shape)) * static_cast<double>(dtype_size(buf.dtype));
+    };
+    auto score = [&](std::size_t i) {
+      double s = 0;
+      for (std::size_t b : L[i].outputs) s -= bytes(b);
+      std::vector<std::size_t> ins = L[i].inputs;
+      std::sort(ins.begin(), ins.end());
+      ins.erase(std::unique(ins.begin(), ins.end()), ins.end());
+      for (std::size_t b : ins) {
+        if (readers[b] == 1 && !kept[b] && x_.buffers_[b].kind == Executable::BufferKind::kIntermediate) {
+          s += bytes(b);
+        }
+      }
+      return s;
+    };
+    std::vector<std::size_t> ready, order;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (waiting[i] == 0) ready.push_back(i);
+    }
+    using Order = backend::KernelDef::Order;
+    auto order_of = [&](std::size_t i) {
+      return L[i].kernel ? L[i].kernel->order : Order::kByMemory;  // If / While: by memory
+    };
+    // kEarly first, then by memory, kLate last; ties to the graph's order.
+    auto rank = [&](std::size_t i) {
+      const Order o = order_of(i);
+      return o == Order::kEarly ? 0 : o == Order::kByMemory ? 1 : 2;
+    };
+    while (!ready.empty()) {
+      std::size_t best = 0;
+      double best_score = score(ready[0]);
+      for (std::size_t k = 1; k < ready.size(); ++k) {
+        const std::size_t i = ready[k], b = ready[best];
+        if (rank(i) != rank(b)) {
+          if (rank(i) < rank(b)) {
+            best = k;
+            best_score = score(i);
+          }
+          continue;
+        }
+        const double sc = score(i);
+        if (sc > best_score || (sc == best_score && i < b)) {
+          best = k;
+          best_score = sc;
+        }
+      }
+      const std::size_t i = ready[best];
+      ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
+      order.push_back(i);
+      std::vector<std::size_t> ins = L[i].inputs;
+      std::sort(ins.begin(), ins.end());
+      ins.erase(std::unique(ins.begin(), ins.end()), ins.end());
+      for (std::size_t b : ins) --readers[b];
+      for (std::size_t j : succ[i]) {
+        if (--waiting[j] == 0) ready.push_back(j);
+      }
+    }
+    if (order.size() != n) throw InternalError("compile: the launches' dependencies form a cycle");
+    std::vector<Executable::Launch> launches;
+    std::vector<bool> elementwise;
+    launches.reserve(n);
+    for (std::size_t i : order) {
+      launches.push_back(std::move(L[i]));
+      elementwise.push_back(elementwise_[i]);
+    }
+    L = std::move(launches);
+    elementwise_ = std::move(elementwise);
   }
 
   // A single-output elementwise op that is the last reader of a same-shaped intermediate input
@@ -735,15 +841,13 @@ void Executable::run_launches(const ObserverList* observers) {
       LaunchEvent event{li, depth_,  graph_name_, l.prim->name(), l.name, l.debug,
                         ins_, outs_, -1,          l.label,        graph_, l.prim.get()};
       notify_before(*observers, event);
-      const auto t0 = std::chrono::steady_clock::now();
-      if (l.control) {
-        run_control(l);
-      } else {
-        l.kernel->run(ctx);
-      }
-      backend_->synchronize();
-      event.elapsed_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::steady_clock::now() - t0).count();
+      event.elapsed_ns = backend_->run_timed([&] {
+        if (l.control) {
+          run_control(l);
+        } else {
+          l.kernel->run(ctx);
+        }
+      });
       notify_after(*observers, event);
     }
     ins_.clear();

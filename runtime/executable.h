@@ -61,6 +61,9 @@ struct CompileOptions {
   // written into that parameter's argument tensor.
   std::vector<std::pair<std::size_t, std::size_t>> donate;
   bool in_place = true;  // elementwise ops may write into a dying input
+  // The launches in a memory-aware order (Executable's list scheduling); false: the graph's
+  // topological order.
+  bool schedule = true;
   // Every launch's inputs stay intact through the launch, for observers that read them after it
   // (Observer::needs_intact_inputs): no in-place outputs, no donation into an input of the same
   // launch (those donations become copies after the run).

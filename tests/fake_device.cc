@@ -229,6 +229,46 @@ void FakeDevice::fill_zero(void* dst, std::size_t bytes) {
   if (bytes) std::memset(dst, 0, bytes);
 }
 
+class FakeUploader final : public backend::Uploader {
+ public:
+  explicit FakeUploader(FakeDevice& d) : d_(d) {}
+  std::vector<Tensor> upload(std::span<const Tensor> host) override {
+    std::vector<std::shared_ptr<Storage>>& slot = slots_[next_];
+    next_ ^= 1;
+    slot.resize(host.size());
+    std::vector<Tensor> out;
+    for (std::size_t i = 0; i < host.size(); ++i) {
+      if (backend::reuse_or_allocate(slot[i], host[i].nbytes(), d_)) {
+        std::lock_guard<std::mutex> lock(d_.mu_);
+        ++d_.upload_allocations_;
+      }
+      d_.copy_from_host(slot[i]->data(), host[i].raw_data(), host[i].nbytes());
+      out.push_back(Tensor::view(slot[i], 0, host[i].dtype(), host[i].shape()));
+    }
+    std::lock_guard<std::mutex> lock(d_.mu_);
+    ++d_.uploads_;
+    return out;
+  }
+
+ private:
+  FakeDevice& d_;
+  std::vector<std::shared_ptr<Storage>> slots_[2];
+  int next_ = 0;
+};
+
+std::unique_ptr<backend::Uploader> FakeDevice::make_uploader() {
+  return std::make_unique<FakeUploader>(*this);
+}
+
+long FakeDevice::uploads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return uploads_;
+}
+long FakeDevice::upload_allocations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return upload_allocations_;
+}
+
 long FakeDevice::allocations() const {
   std::lock_guard<std::mutex> lock(mu_);
   return allocations_;

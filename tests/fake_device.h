@@ -56,6 +56,9 @@ class FakeDevice final : public backend::Backend {
   backend::ExecutionContext& context() override { return context_; }
   std::string describe() const override { return "fake CUDA device (guarded host memory)"; }
   std::unique_ptr<backend::RecordedWork> record(const std::function<void()>& queue) override;
+  // Two slots of buffers taking turns, as the CUDA backend's (without its pinned buffers and copy
+  // stream: the copies are done at once), so the rule for reusing a slot meets recordings here.
+  std::unique_ptr<backend::Uploader> make_uploader() override;
 
   // While a record() runs: the work is kept, not done (the kernels' wrappers ask).
   bool recording() const { return recording_; }
@@ -72,6 +75,8 @@ class FakeDevice final : public backend::Backend {
   long device_copies() const;
   long zero_fills() const;
   long launches() const;
+  long uploads() const;                // Uploader::upload calls
+  long upload_allocations() const;     // new slot buffers the uploaders took
   // Bytes of this device's memory alive now.
   std::size_t live_bytes() const;
 
@@ -104,7 +109,8 @@ class FakeDevice final : public backend::Backend {
   std::unordered_map<void*, std::size_t> live_;  // mapping → its length
   std::size_t live_bytes_ = 0;
   long allocations_ = 0, to_device_ = 0, to_host_ = 0, device_copies_ = 0, zero_fills_ = 0,
-       launches_ = 0;
+       launches_ = 0, uploads_ = 0, upload_allocations_ = 0;
+  friend class FakeUploader;
   backend::cpu::CpuContext context_;
 };
 

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -47,6 +48,96 @@ class Graph final : public RecordedWork {
  private:
   cudaGraphExec_t exec_;
   cudaStream_t stream_;
+};
+
+// Batches copied through pinned host buffers on a copy stream, two slots taking turns
+// (Backend::make_uploader). Slot s of upload n: the host waits for the slot's last copy out of
+// its pinned buffer (upload n - 2: long done), the copy stream waits for `consumed` (the compute
+// stream's work queued before upload n - 1, which includes batch n - 2's step), copies, and the
+// compute stream waits for `copied`. The step of batch n - 1 runs meanwhile.
+class CudaUploader final : public Uploader {
+ public:
+  CudaUploader(Backend& backend, cudaStream_t compute) : backend_(backend), compute_(compute) {
+    LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
+    for (Slot& s : slots_) {
+      LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
+      LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&s.consumed, cudaEventDisableTiming));
+    }
+    LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&allocated_, cudaEventDisableTiming));
+  }
+  ~CudaUploader() override {
+    cudaStreamSynchronize(copy_);
+    for (Slot& s : slots_) {
+      if (s.pinned) cudaFreeHost(s.pinned);
+      cudaEventDestroy(s.copied);
+      cudaEventDestroy(s.consumed);
+    }
+    cudaEventDestroy(allocated_);
+    cudaStreamDestroy(copy_);
+  }
+
+  std::vector<Tensor> upload(std::span<const Tensor> host) override {
+    if (last_ >= 0) LOOM_CUDA_CHECK(cudaEventRecord(slots_[last_].consumed, compute_));
+    Slot& s = slots_[next_];
+    std::size_t total = 0;
+    for (const Tensor& t : host) total += round256(t.nbytes());
+    if (s.used) LOOM_CUDA_CHECK(cudaEventSynchronize(s.copied));
+    if (s.pinned_bytes < total) {
+      if (s.pinned) LOOM_CUDA_CHECK(cudaFreeHost(s.pinned));
+      s.pinned = nullptr;
+      s.pinned_bytes = 0;
+      LOOM_CUDA_CHECK(cudaHostAlloc(&s.pinned, total, cudaHostAllocDefault));
+      s.pinned_bytes = total;
+    }
+    if (s.used) LOOM_CUDA_CHECK(cudaStreamWaitEvent(copy_, s.consumed));
+    s.device.resize(host.size());
+    bool fresh = false;  // new memory from the compute stream's pool: the copy waits for it
+    for (std::size_t i = 0; i < host.size(); ++i) {
+      fresh |= reuse_or_allocate(s.device[i], host[i].nbytes(), backend_);
+    }
+    if (fresh) {
+      LOOM_CUDA_CHECK(cudaEventRecord(allocated_, compute_));
+      LOOM_CUDA_CHECK(cudaStreamWaitEvent(copy_, allocated_));
+    }
+    std::vector<Tensor> out;
+    out.reserve(host.size());
+    char* pinned = static_cast<char*>(s.pinned);
+    for (std::size_t i = 0; i < host.size(); ++i) {
+      const Tensor& t = host[i];
+      std::memcpy(pinned, t.raw_data(), t.nbytes());
+      if (t.nbytes()) {
+        LOOM_CUDA_CHECK(cudaMemcpyAsync(s.device[i]->data(), pinned, t.nbytes(),
+                                        cudaMemcpyHostToDevice, copy_));
+      }
+      out.push_back(Tensor::view(s.device[i], 0, t.dtype(), t.shape()));
+      pinned += round256(t.nbytes());
+    }
+    LOOM_CUDA_CHECK(cudaEventRecord(s.copied, copy_));
+    LOOM_CUDA_CHECK(cudaStreamWaitEvent(compute_, s.copied));
+    s.used = true;
+    last_ = next_;
+    next_ ^= 1;
+    return out;
+  }
+
+ private:
+  static std::size_t round256(std::size_t n) { return (n + 255) / 256 * 256; }
+
+  struct Slot {
+    std::vector<std::shared_ptr<Storage>> device;
+    void* pinned = nullptr;
+    std::size_t pinned_bytes = 0;
+    cudaEvent_t copied = nullptr;    // on the copy stream, after the slot's copies
+    cudaEvent_t consumed = nullptr;  // on the compute stream, after the slot's batch was queued
+    bool used = false;
+  };
+  Backend& backend_;
+  cudaStream_t compute_;
+  cudaStream_t copy_ = nullptr;
+  cudaEvent_t allocated_ = nullptr;
+  Slot slots_[2];
+  int next_ = 0;
+  int last_ = -1;
 };
 
 class CudaBackend final : public Backend {
@@ -112,6 +203,10 @@ class CudaBackend final : public Backend {
 
   ExecutionContext& context() override { return context_; }
 
+  std::unique_ptr<Uploader> make_uploader() override {
+    return std::make_unique<CudaUploader>(*this, context_.stream);
+  }
+
   std::unique_ptr<RecordedWork> record(const std::function<void()>& queue) override {
     static const bool off = [] {
       const char* v = std::getenv("LOOM_CUDA_GRAPHS");
@@ -173,6 +268,19 @@ class CudaBackend final : public Backend {
 
   void synchronize() override { LOOM_CUDA_CHECK(cudaStreamSynchronize(context_.stream)); }
 
+  std::int64_t run_timed(const std::function<void()>& work) override {
+    if (!timing_[0]) {
+      for (cudaEvent_t& e : timing_) LOOM_CUDA_CHECK(cudaEventCreate(&e));
+    }
+    LOOM_CUDA_CHECK(cudaEventRecord(timing_[0], context_.stream));
+    work();
+    LOOM_CUDA_CHECK(cudaEventRecord(timing_[1], context_.stream));
+    LOOM_CUDA_CHECK(cudaEventSynchronize(timing_[1]));
+    float ms = 0;
+    LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, timing_[0], timing_[1]));
+    return static_cast<std::int64_t>(static_cast<double>(ms) * 1e6);
+  }
+
   std::string describe() const override {
     const cudaDeviceProp& p = context_.props;
     int driver = 0, runtime = 0;
@@ -192,6 +300,7 @@ class CudaBackend final : public Backend {
 
  private:
   CudaContext context_;
+  cudaEvent_t timing_[2] = {nullptr, nullptr};  // run_timed's (made at its first use)
 };
 
 struct State {

@@ -90,9 +90,15 @@ TEST(DeviceTraining, LeNetOnTheFakeGpuEqualsTheCpuBitwise) {
   const RunResult cpu = run_training(lenet(Device::kCPU, 20));
   const long launches = fake().launches(), uploads = fake().to_device();
   const long recordings = fake().recordings(), replays = fake().replays();
+  const long batches = fake().uploads(), slot_allocations = fake().upload_allocations();
   WhereThingsLive where(Device::kCUDA);
   const RunResult gpu = run_training(lenet(Device::kCUDA, 20), {.callbacks = {&where}});
   EXPECT_EQ(where.steps, 20);
+  // The batches went through an uploader: 20 training batches and the 2 evaluation batches,
+  // each into one of two slots of (data, label) buffers. The recording keeps the slot it was
+  // made with, so that slot takes new buffers once: 4 + 2 for training, 4 for evaluation.
+  EXPECT_EQ(fake().uploads(), batches + 22);
+  EXPECT_EQ(fake().upload_allocations(), slot_allocations + 10);
   // The training step recorded once (at its second run) and replayed from then on, with each
   // new batch copied into the recorded buffers (as a CUDA graph is).
   EXPECT_GE(fake().recordings(), recordings + 1);
