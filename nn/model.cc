@@ -345,6 +345,7 @@ TrainOneStepCell& Model::build_train_network() {
     if (!passes_.empty()) fn.set_passes(passes_);
     if (!save_graphs_dir_.empty()) fn.set_save_graphs_dir(save_graphs_dir_);
     for (const auto& o : observers_) fn.add_observer(o);
+    fn.share_arena(arena_);
   }
   return *train_;
 }
@@ -405,6 +406,7 @@ runtime::CompiledFunction& Model::eval_function() {
     eval_cache_ = std::make_shared<EvalCache>(network_.get(), loss_fn_.get(), save_graphs_dir_,
                                               passes_);
     for (const auto& o : observers_) eval_cache_->fn.add_observer(o);
+    eval_cache_->fn.share_arena(arena_);
   }
   return eval_cache_->fn;
 }

@@ -56,6 +56,7 @@
 #include "nn/cell.h"
 #include "nn/metrics.h"
 #include "nn/train.h"
+#include "runtime/executable.h"
 
 namespace loom::nn {
 
@@ -156,6 +157,8 @@ class Model {
   std::map<std::string, std::shared_ptr<Metric>> metrics_;
   std::unique_ptr<TrainOneStepCell> train_;
   std::shared_ptr<EvalCache> eval_cache_;
+  // The training step's and the evaluation's plans never run at once: one arena for both.
+  std::shared_ptr<runtime::SharedArena> arena_ = std::make_shared<runtime::SharedArena>();
   TrainStats stats_;
   SumReducer reducer_;
   std::vector<std::shared_ptr<runtime::Observer>> observers_;

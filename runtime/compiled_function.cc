@@ -131,6 +131,7 @@ CompiledFunction::Entry& CompiledFunction::entry(const std::vector<ir::AbstractP
   co.keep_inputs = keep_inputs;
   co.interpret = options_.interpret;
   co.max_loop_iterations = options_.max_loop_iterations;
+  co.shared_arena = options_.shared_arena;
   backend::Backend& b = options_.backend ? *options_.backend : backend::cpu_backend();
   e->exe = compile(*p.graph, b, co);
   ++num_compilations_;

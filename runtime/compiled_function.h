@@ -83,6 +83,8 @@ struct FunctionOptions {
   bool interpret = false;          // run the graph through the interpreter (PyNative)
   std::string save_graphs_dir;     // "" = no dumps
   std::int64_t max_loop_iterations = 10'000'000;
+  // Shared with other functions that never run at the same time (runtime::SharedArena).
+  std::shared_ptr<SharedArena> shared_arena;
 };
 
 class CompiledFunction {
@@ -127,6 +129,8 @@ class CompiledFunction {
   void set_save_graphs_dir(std::string dir);
   void set_interpret(bool interpret);
   const FunctionOptions& options() const { return options_; }
+  // Plans compiled from now on take their arena from `arena` (FunctionOptions::shared_arena).
+  void share_arena(std::shared_ptr<SharedArena> arena) { options_.shared_arena = std::move(arena); }
 
   std::size_t num_compilations() const { return num_compilations_; }
   // Seconds spent building, running the pipeline and compiling, summed over the programs.

@@ -694,6 +694,7 @@ std::unique_ptr<Executable> Compiler::flat(const FuncGraph& graph, backend::Back
   exe->backend_ = &b;
   exe->graph_name_ = graph.name();
   exe->max_loop_iterations_ = options.max_loop_iterations;
+  exe->shared_arena_ = options.shared_arena;
   // The graph's abstracts are annotations: filling missing ones does not change its meaning.
   if (needs_infer(graph)) passes::infer_graph(const_cast<FuncGraph*>(&graph));
   Compiler c(*exe, options);
@@ -910,7 +911,15 @@ Value Executable::run(std::vector<Value> args) {
     cur_[param_buffers_[i]] = args[i].as_tensor();
   }
   if (!arena_) {
-    arena_ = backend_->allocate(plan_.peak_bytes);
+    if (shared_arena_) {
+      std::shared_ptr<Storage>& shared = shared_arena_->storage;
+      if (!shared || shared->device() != backend_->device() || shared->nbytes() < plan_.peak_bytes) {
+        shared = backend_->allocate(plan_.peak_bytes);
+      }
+      arena_ = shared;
+    } else {
+      arena_ = backend_->allocate(plan_.peak_bytes);
+    }
     for (std::size_t k = 0; k < planned_.size(); ++k) {
       const Buffer& b = buffers_[planned_[k]];
       cur_[planned_[k]] = Tensor::view(arena_, plan_.offsets[k], b.dtype, b.shape);

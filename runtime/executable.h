@@ -56,6 +56,14 @@ class FuncGraph;
 
 namespace loom::runtime {
 
+// One arena for top-level plans that never run at the same time (a Model's training step and
+// its evaluation): each takes the shared memory when it is large enough, else allocates the
+// larger size and leaves it here for the next (a plan keeps the memory it took). Nested plans
+// (If / While) never share: they run inside their parent's run.
+struct SharedArena {
+  std::shared_ptr<Storage> storage;
+};
+
 struct CompileOptions {
   // (output leaf index, parameter index): the output leaf (outputs flattened in order) is
   // written into that parameter's argument tensor.
@@ -64,6 +72,7 @@ struct CompileOptions {
   // The launches in a memory-aware order (Executable's list scheduling); false: the graph's
   // topological order.
   bool schedule = true;
+  std::shared_ptr<SharedArena> shared_arena;  // null: an arena of the plan's own
   // Every launch's inputs stay intact through the launch, for observers that read them after it
   // (Observer::needs_intact_inputs): no in-place outputs, no donation into an input of the same
   // launch (those donations become copies after the run).
@@ -184,6 +193,7 @@ class Executable {
   std::size_t arena_bytes(const ir::Value& v) const;           // bytes of v's tensors in the arena
   ir::Value copy_out_of_arena(const ir::Value& v) const;  // v with its arena tensors cloned
   std::shared_ptr<Storage> arena_;  // the planned intermediates' memory; null until first run
+  std::shared_ptr<SharedArena> shared_arena_;  // where arena_ comes from, when shared
   // The run recorded by the backend (a CUDA graph: Backend::record), made at the second run
   // without observers and replayed from then on; plans with control launches run launch by
   // launch. recorded_args_ holds the argument buffers the recording reads.

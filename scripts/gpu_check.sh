@@ -22,11 +22,13 @@
 #   7. cuda_graphs: `loom train lenet --device GPU --epochs 1` with LOOM_CUDA_GRAPHS=0 and
 #      without, train_images_per_s of both (what replaying the step as a CUDA graph gains);
 #   8. profile_r18: ResNet-18 batch 256, steps 3-5 profiled (--profile), `loom profile show`;
-#   9. modes: LeNet in PyNative on the GPU and the CPU, and two ranks sharing the GPU (mpirun).
+#   9. profiles: LeNet-5 batch 256 and ResNet-50 224x224 batch 128 profiled with the memory plan;
+#  10. modes: LeNet in PyNative on the GPU and the CPU, and two ranks sharing the GPU (mpirun).
 # LOOM_GPU_CHECK_STEPS="kernel_check profile_r18" runs only the steps named there (after the
-# unpacking, library and machine steps, which always run).
+# unpacking, library and machine steps, which always run); LOOM_GPU_CHECK_BENCH="lenet:256
+# resnet50_224:128" gives the benchmark its configurations (bench/gpu_vs_torch.py --configs).
 # Files under $OUT: gpu_check.log, kernel_check.xml, bench.json, cuda_graphs_{0,1}.out,
-# prof_r18/ (the profile).
+# prof_r18/, prof_lenet256/, prof_r50_224/ (the profiles).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -304,6 +306,22 @@ profile_r18() {
   "$WORK/loom" profile show "$OUT/prof_r18" --top 15
 }
 
+# LeNet-5 at batch 256 (steps 20-40) and ResNet-50 at 224x224 on fake-imagenet, batch 128 (steps
+# 3-5), profiled with the memory plan; the tables into the log (the kernels timed by CUDA events).
+profiles() {
+  rm -rf "$OUT/prof_lenet256" "$OUT/prof_r50_224"
+  "$WORK/loom" train lenet --device GPU --profile "$OUT/prof_lenet256" --profile-memory \
+    --profile-start-step 20 --profile-stop-step 40 --train-samples 12800 --test-samples 256 \
+    --batch-size 256 --epochs 1 --data-dir "$WORK/fashion-mnist" || return 1
+  echo "== loom profile show $OUT/prof_lenet256 --top 25"
+  "$WORK/loom" profile show "$OUT/prof_lenet256" --top 25
+  "$WORK/loom" train resnet50 --dataset fake-imagenet --device GPU --profile "$OUT/prof_r50_224" \
+    --profile-memory --profile-start-step 3 --profile-stop-step 5 --train-samples 768 \
+    --test-samples 128 --batch-size 128 --epochs 1 || return 1
+  echo "== loom profile show $OUT/prof_r50_224 --top 25"
+  "$WORK/loom" profile show "$OUT/prof_r50_224" --top 25
+}
+
 # PyNative on the GPU against the CPU (the same seed: the same weights up to the kernels'
 # rounding), and two ranks sharing the GPU (the host-staged all-reduce) against one process.
 modes() {
@@ -328,7 +346,7 @@ modes() {
 }
 
 export ROOT BUNDLE WORK OUT
-export -f dexz unpack cuda_lib_dirs find_cuda machine cuda_graphs profile_r18 modes
+export -f dexz unpack cuda_lib_dirs find_cuda machine cuda_graphs profile_r18 profiles modes
 
 main() {
   echo "loom GPU check, $(date -u +%FT%TZ), $(uname -n), repository $ROOT"
@@ -358,9 +376,11 @@ main() {
     ((bench_budget < 30)) && bench_budget=30
     step bench $((bench_budget + 30)) env PYTHONUNBUFFERED=1 python3 \
       "$ROOT/bench/gpu_vs_torch.py" --loom "$WORK/loom" --data-dir "$WORK/fashion-mnist" \
-      --json "$OUT/bench.json" --budget "$bench_budget"
+      --json "$OUT/bench.json" --budget "$bench_budget" \
+      ${LOOM_GPU_CHECK_BENCH:+--configs $LOOM_GPU_CHECK_BENCH}
     step cuda_graphs 60 cuda_graphs
     step profile_r18 60 profile_r18
+    step profiles 90 profiles
     step modes 90 modes
   fi
   echo
