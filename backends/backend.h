@@ -97,6 +97,9 @@ class Backend {
   // The most bytes of this device's memory in use at once so far (allocations alive); -1 where
   // the backend does not keep the figure (the CPU: the process's peak RSS says it).
   virtual std::int64_t memory_high_water() const { return -1; }
+  // Starts the high-water mark again from the memory in use now (PyTorch's
+  // reset_peak_memory_stats: a benchmark's figure after its warm-up and compile-time searches).
+  virtual void reset_memory_high_water() {}
 
   // The device's fp32 peak in GFLOP/s from its specification (the profiler's "% of peak"); 0
   // where the backend gives none (the CPU's is measured: backends/cpu/peak.h).

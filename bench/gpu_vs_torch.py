@@ -70,7 +70,8 @@ def resnet50_224():
 
 # model: the PyTorch network, its input and classes, weight decay; loom's model name (None:
 # PyTorch alone) and the extra arguments of its `loom train` (loom_args; without a --dataset the
-# run is on Fashion-MNIST and gets --data-dir); params: loom's network's trainable values, which
+# run is on Fashion-MNIST and gets --data-dir); bench: loom_bench_train's arguments for the same
+# network; params: loom's network's trainable values, which
 # PyTorch's must equal (None: not checked); steps per timed run by batch and otherwise; rounds
 # (None: --repeats); warm-up
 # steps before each timed PyTorch run; est_s: a guess of one round's seconds on an H100 (loom's
@@ -79,19 +80,23 @@ def resnet50_224():
 # configurations before it ran than their guesses).
 MODELS = {
     "lenet": dict(make=LeNet5, sample=(1, 32, 32), classes=10, wd=0.0, loom="lenet",
+                  bench=["--model", "lenet"],
                   steps={32: 600, 256: 150}, default_steps=150, rounds=None, warmup=10,
                   est_round_s=5.0, est_setup_s=2.0),
     "resnet18": dict(make=lambda: ResNet(18, 10, 1, False), sample=(1, 32, 32), classes=10,
-                     wd=1e-4, loom="resnet18", steps={}, default_steps=40, rounds=None,
+                     wd=1e-4, loom="resnet18", bench=["--model", "resnet18"], steps={},
+                     default_steps=40, rounds=None,
                      warmup=10, est_round_s=8.0, est_setup_s=5.0),
     # loom's recipe: the small-image layout on Fashion-MNIST, as `loom train resnet50` trains it
     "resnet50": dict(make=lambda: ResNet(50, 10, 1, False), sample=(1, 32, 32), classes=10,
-                     wd=1e-4, loom="resnet50", steps={}, default_steps=20, rounds=2, warmup=5,
+                     wd=1e-4, loom="resnet50", bench=["--model", "resnet50"], steps={},
+                     default_steps=20, rounds=2, warmup=5,
                      est_round_s=12.0, est_setup_s=8.0),
     # ImageNet layout: loom on fake-imagenet (3x224x224, 1000 classes), the same 25,557,032
     # trainable values as torchvision's resnet50 (tests/models/fake_imagenet_test.cc)
     "resnet50_224": dict(make=resnet50_224, sample=(3, 224, 224), classes=1000, wd=1e-4,
                          loom="resnet50", loom_args=["--dataset", "fake-imagenet"],
+                         bench=["--model", "resnet50", "--imagenet"],
                          params=25_557_032, steps={}, default_steps=20, rounds=2, warmup=3,
                          est_round_s=20.0, est_setup_s=12.0),
 }
@@ -131,6 +136,23 @@ def loom_run(loom, model, batch, steps, data_dir, timeout, device="GPU", extra=(
             "device_peak_mib": r.get("device_peak_mib"), "peak_rss_mib": r.get("peak_rss_mib"),
             "total_s": r.get("total_s"), "wall_s": wall,
             "data_wait_fraction": r.get("data_wait_fraction")}
+
+
+def bench_run(bench, args, batch, steps, warmup, timeout):
+    """loom_bench_train on the GPU: the step on one batch resident on the device, as PyTorch's."""
+    cmd = [bench, *args, "--device", "GPU", "--batch", str(batch), "--steps", str(steps),
+           "--warmup", str(warmup), "--repeats", "1"]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{' '.join(cmd)}: killed after {timeout:.0f} s (the budget)") from None
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if p.returncode != 0 or not lines:
+        tail = (p.stdout + p.stderr).strip().splitlines()[-8:]
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n  " + "\n  ".join(tail))
+    r = json.loads(lines[-1])
+    return {"images_per_s": r["median"], "device_peak_mib": r.get("device_peak_mib"),
+            "compile_ms": r.get("compile_ms")}
 
 
 class TorchTrainer:
@@ -243,6 +265,10 @@ def ratio(x, y):
 def summarize(r):
     runs = [x for x in r["loom"] if x]
     r["median"] = {
+        "loom_step": median([x["images_per_s"] for x in r.get("loom_step", []) if x]),
+        "loom_step_device_mib": max((x["device_peak_mib"] for x in r.get("loom_step", [])
+                                     if x and x.get("device_peak_mib") is not None),
+                                    default=None),
         "loom": median([x["images_per_s"] for x in runs]),
         "loom_loop": median([x["loop_images_per_s"] for x in runs]),
         "torch_eager": median(r["torch_eager"]), "torch_graph": median(r["torch_graph"]),
@@ -259,9 +285,9 @@ def summarize(r):
 def print_tables(header, results):
     print()
     print(header)
-    print(f"{'model':<13} {'batch':>5} {'steps':>5} {'loom':>10} {'loom loop':>10} "
-          f"{'torch':>10} {'torch graph':>11} {'loom/torch':>10} {'loom/graph':>10}   (images/s, "
-          "medians of the rounds)")
+    print(f"{'model':<13} {'batch':>5} {'steps':>5} {'loom step':>10} {'loom train':>10} "
+          f"{'loom loop':>10} {'torch':>10} {'torch graph':>11} {'step/torch':>10} "
+          f"{'step/graph':>10}   (images/s, medians of the rounds)")
     for r in results:
         name = f"{r['model']:<13} {r['batch']:>5} {r['steps']:>5}"
         if r.get("skipped"):
@@ -269,22 +295,25 @@ def print_tables(header, results):
             continue
         summarize(r)
         m = r["median"]
-        print(f"{name} {fmt(m['loom'])} {fmt(m['loom_loop'])} {fmt(m['torch_eager'])} "
-              f"{fmt(m['torch_graph'], '{:11.0f}', 11)} "
-              f"{fmt(ratio(m['loom'], m['torch_eager']), '{:10.2f}')} "
-              f"{fmt(ratio(m['loom'], m['torch_graph']), '{:10.2f}')}"
+        print(f"{name} {fmt(m['loom_step'])} {fmt(m['loom'])} {fmt(m['loom_loop'])} "
+              f"{fmt(m['torch_eager'])} {fmt(m['torch_graph'], '{:11.0f}', 11)} "
+              f"{fmt(ratio(m['loom_step'], m['torch_eager']), '{:10.2f}')} "
+              f"{fmt(ratio(m['loom_step'], m['torch_graph']), '{:10.2f}')}"
               + (f"   ({len(r['torch_eager'])} rounds, {len([x for x in r['loom'] if x])} loom)"
                  if len(r['torch_eager']) != r['rounds'] or any(x is None for x in r['loom'])
                  else ""))
-    print("loom: train_images_per_s (steps only); loom loop: images / train_loop_s (data waits "
-          "included); torch: one synthetic batch resident on the GPU (no input copies); "
+    print("loom step: loom_bench_train --device GPU, the step on one synthetic batch resident "
+          "on the GPU, as PyTorch's (the ratios are this column's); loom train: `loom train`'s "
+          "train_images_per_s (steps only, the batches from its data pipeline copied every step); "
+          "loom loop: images / train_loop_s (data waits and the first step's compile included); "
+          "torch: one synthetic batch resident on the GPU (no input copies); "
           "resnet18/resnet50: the 32x32 layout (1x32x32, 10 classes); resnet50_224: the ImageNet "
           "layout, 3x224x224, 1000 classes (loom: --dataset fake-imagenet, generated on the "
           "host and copied every step; both 25,557,032 trainable values)")
     print()
-    print(f"{'model':<13} {'batch':>5} {'loom compile':>12} {'loom device':>11} "
-          f"{'torch eager':>11} {'torch graph':>11} {'loom/torch':>10}   (compile ms; peak device "
-          f"MiB)")
+    print(f"{'model':<13} {'batch':>5} {'loom compile':>12} {'loom step':>10} {'loom train':>11} "
+          f"{'torch eager':>11} {'torch graph':>11} {'step/torch':>10} {'train/torch':>11}   "
+          f"(compile ms; peak device MiB)")
     for r in results:
         if r.get("skipped"):
             continue
@@ -293,13 +322,16 @@ def print_tables(header, results):
         dev_s = (f"{dev:11.0f}" if dev is not None
                  else f"{'n/a' if any(r['loom']) else '-':>11}")
         print(f"{r['model']:<13} {r['batch']:>5} {fmt(m['loom_compile_ms'], '{:12.0f}', 12)} "
+              f"{fmt(m['loom_step_device_mib'])} "
               f"{dev_s} {fmt(mem.get('torch_peak_mib'), '{:11.0f}', 11)} "
               f"{fmt(mem.get('torch_graph_peak_mib'), '{:11.0f}', 11)} "
-              f"{fmt(m['loom_over_torch_memory'], '{:10.2f}')}")
-    print("loom device: the JSON's device_peak_mib (the CUDA memory pool's high-water mark, the "
-          "largest of the runs; n/a: this build does not report it); torch: "
-          "max_memory_allocated() over steps after the warm-up (eager; graph: construction, "
-          "capture and replays); loom/torch against eager")
+              f"{fmt(ratio(m['loom_step_device_mib'], mem.get('torch_peak_mib')), '{:10.2f}')} "
+              f"{fmt(m['loom_over_torch_memory'], '{:11.2f}', 11)}")
+    print("loom step / loom train: device_peak_mib of loom_bench_train (the step alone, as "
+          "PyTorch's figure) and of `loom train` (with the evaluation and the batch copies), the "
+          "CUDA memory pool's high-water mark, the largest of the rounds (n/a: this build does not "
+          "report it); torch: max_memory_allocated() over steps after the warm-up (eager; graph: "
+          "construction, capture and replays); ratios against eager")
     for r in results:
         if r["model"] == "resnet50" and not r.get("skipped"):
             c = r["median"]["loom_compile_ms"]
@@ -311,6 +343,8 @@ def print_tables(header, results):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--loom", default=os.environ.get("LOOM", "build/bin/loom"))
+    ap.add_argument("--loom-bench", default=None,
+                    help="loom_bench_train (default: beside --loom, when it is there)")
     ap.add_argument("--data-dir", default=None, help="Fashion-MNIST (default: where loom finds it)")
     ap.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS,
                     help="MODEL:BATCH[:STEPS[:ROUNDS]], in order (later ones are dropped past "
@@ -325,6 +359,9 @@ def main():
                     help="CPU: a dry run of this script where there is no GPU (no CUDA graphs, "
                     "no device memory)")
     a = ap.parse_args()
+    if a.loom_bench is None:
+        beside = os.path.join(os.path.dirname(a.loom), "loom_bench_train")
+        a.loom_bench = beside if os.path.exists(beside) else None
     start = time.perf_counter()
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -369,7 +406,8 @@ def main():
     for i, (cfg, model, batch, steps, rounds) in enumerate(configs):
         m = MODELS[model]
         row = {"model": model, "batch": batch, "steps": steps, "rounds": rounds,
-               "loom": [], "torch_eager": [], "torch_graph": [], "memory": {}, "errors": []}
+               "loom": [], "loom_step": [], "torch_eager": [], "torch_graph": [], "memory": {},
+               "errors": []}
         elapsed = time.perf_counter() - start
         estimate = slow * (m["est_setup_s"] + rounds * m["est_round_s"])
         if stopped or (i > 0 and elapsed + estimate > a.budget):
@@ -409,6 +447,17 @@ def main():
                     except Exception as e:  # noqa: BLE001
                         row["errors"].append(f"loom: {e}")
                     row["loom"].append(lo)
+                ls = None
+                if m.get("bench") and a.loom_bench and a.device == "GPU":
+                    try:
+                        ls = bench_run(a.loom_bench, m["bench"], batch, steps, m["warmup"],
+                                       timeout=max(15.0, a.budget - (time.perf_counter() - start)
+                                                   + 5))
+                    except Stop:
+                        raise
+                    except Exception as e:  # noqa: BLE001
+                        row["errors"].append(f"loom_bench_train: {e}")
+                    row["loom_step"].append(ls)
                 if eager is not None:
                     try:
                         te = eager.images_per_s(steps, warmup=m["warmup"])
@@ -422,6 +471,9 @@ def main():
                         eager = graphed = None
                 row["round_s"] = time.perf_counter() - t_round
                 msg = f"{cfg} round {rep + 1}: "
+                if ls:
+                    msg += (f"loom step {ls['images_per_s']:.0f} img/s (device "
+                            f"{fmt(ls['device_peak_mib'], '{:.0f} MiB', 1)}), ")
                 if lo:
                     msg += (f"loom {lo['images_per_s']:.0f} img/s (loop "
                             f"{lo['loop_images_per_s'] or 0:.0f}, data wait "

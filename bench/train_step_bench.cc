@@ -4,12 +4,20 @@
 //   loom_bench_train --model resnet50 --imagenet --batch 8 --steps 2 --repeats 3
 //   loom_bench_train --model lenet --check-numerics    (debug/numerics.h on every launch)
 //   loom_bench_train --model lenet --profile           (debug/profiler.h recording every step)
+//   loom_bench_train --model lenet --batch 256 --device GPU [--host-batch]
 //
 // Builds the recipe's network (models/zoo.h) under seed_all(1), one TrainOneStepCell with the
 // recipe's optimizer (constant learning rate), and a fixed random batch (normal images, uniform
 // labels); runs `warmup` steps (the first compiles), then `repeats` timed runs of `steps` steps.
 // Prints one JSON line: images/s per repeat, the median and the spread (max/min), the compile
 // time of the step graph and the peak RSS. bench/train_vs_torch.py runs it next to PyTorch.
+// --device GPU: the step on the CUDA backend (a CUDA graph after the warm-up), the batch copied
+// to the device once and kept there as PyTorch's benchmark keeps its batch (--host-batch: the
+// host batch passed at every step, copied through the uploader's pinned buffers); each timed run
+// ends with a device synchronize, and the JSON adds device_peak_mib (the memory pool's high-water
+// mark over the timed steps: the warm-up's compile and cuDNN's algorithm searches excluded, as
+// PyTorch's figure after reset_peak_memory_stats()).
+//   bench/gpu_vs_torch.py runs it next to PyTorch on a GPU.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -20,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "core/random/random.h"
 #include "core/ir/error.h"
 #include "debug/numerics.h"
@@ -45,6 +54,8 @@ struct Args {
   bool imagenet = false;  // a ResNet in its ImageNet layout: 3×224×224 inputs, 1000 classes
   std::string passes;     // the step's pipeline instead of the training one ("" = it)
   bool check_numerics = false;  // a debug::NumericsChecker observing the step
+  std::string device = "CPU";   // or GPU
+  bool host_batch = false;      // GPU: the batch from host memory at every step
   bool profile = false;         // a debug::Profiler recording every timed step
 };
 
@@ -52,7 +63,8 @@ struct Args {
   std::cerr << "loom_bench_train: " << msg
             << "\nusage: loom_bench_train [--model NAME] [--dataset D] [--batch B] [--steps N] "
                "[--warmup W] [--repeats R] [--threads T] [--deterministic] [--imagenet]\n"
-               "       [--passes LIST] [--check-numerics] [--profile]\n";
+               "       [--passes LIST] [--check-numerics] [--profile] [--device CPU|GPU] "
+               "[--host-batch]\n";
   std::exit(2);
 }
 
@@ -76,9 +88,12 @@ Args parse(int argc, char** argv) {
     else if (k == "--passes") a.passes = value();
     else if (k == "--check-numerics") a.check_numerics = true;
     else if (k == "--profile") a.profile = true;
+    else if (k == "--device") a.device = value();
+    else if (k == "--host-batch") a.host_batch = true;
     else usage("unknown option " + k);
   }
   if (a.batch < 1 || a.steps < 1 || a.repeats < 1 || a.warmup < 1) usage("bad counts");
+  if (a.device != "CPU" && a.device != "GPU") usage("--device: expected CPU or GPU, got " + a.device);
   return a;
 }
 
@@ -94,6 +109,8 @@ int main(int argc, char** argv) {
     const std::string dataset = a.dataset.empty() ? r.defaults.dataset : a.dataset;
     random::seed_all(1, a.deterministic);
     nn::set_context_mode(nn::ExecMode::kGraph);
+    if (a.device == "GPU") nn::set_context_device(Device::kCUDA);  // ValueError without one
+    backend::Backend& device = nn::context_backend();
     const bool in1k = a.imagenet && a.model.rfind("resnet", 0) == 0;
     if (a.imagenet && !in1k) usage("--imagenet needs a resnet model");
     auto net = in1k ? std::shared_ptr<nn::Cell>(models::make_resnet(
@@ -113,13 +130,18 @@ int main(int argc, char** argv) {
       y.data<std::int32_t>()[i] = static_cast<std::int32_t>(
           u[static_cast<std::size_t>(i)] * (in1k ? 1000 : 10));
     }
+    // The batch the steps read: resident on the device unless --host-batch.
+    const Tensor xs = a.host_batch ? x : backend::to_device(x, device);
+    const Tensor ys = a.host_batch ? y : backend::to_device(y, device);
     auto with_loss = std::make_shared<nn::WithLossCell>(
         net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true));
     nn::TrainOneStepCell step(with_loss, r.defaults.optimizer);
     if (!a.passes.empty()) step.compiled_function().set_passes(a.passes);
     if (a.check_numerics) step.add_observer(std::make_shared<debug::NumericsChecker>());
     net->set_train(true);
-    for (int i = 0; i < a.warmup; ++i) step.step(x, y);
+    for (int i = 0; i < a.warmup; ++i) step.step(xs, ys);
+    device.synchronize();
+    device.reset_memory_high_water();  // the timed steps' peak, as PyTorch's benchmark reports
     // The profiler records each timed step as a window (start/stop), as --profile does for the
     // chosen steps; its files are not written (analyse() is not part of a step).
     std::shared_ptr<debug::Profiler> profiler;
@@ -132,9 +154,10 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < a.steps; ++i) {
         if (profiler) profiler->start();
-        step.step(x, y);
+        step.step(xs, ys);
         if (profiler) profiler->stop();
       }
+      device.synchronize();  // a device's steps are only queued
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       rates.push_back(static_cast<double>(a.batch) * a.steps / s);
     }
@@ -157,9 +180,14 @@ int main(int argc, char** argv) {
                 a.model.c_str(), static_cast<long long>(a.batch), a.steps);
     for (std::size_t i = 0; i < rates.size(); ++i) std::printf("%s%.1f", i ? ", " : "", rates[i]);
     std::printf("], \"median\": %.1f, \"spread\": %.3f, \"compile_ms\": %.2f, "
-                "\"peak_rss_mib\": %.1f}\n",
+                "\"peak_rss_mib\": %.1f, \"device\": \"%s\"",
                 median, sorted.back() / sorted.front(), step.compile_seconds() * 1e3,
-                static_cast<double>(peak_kib) / 1024.0);
+                static_cast<double>(peak_kib) / 1024.0, a.device.c_str());
+    if (device.memory_high_water() >= 0) {
+      std::printf(", \"device_peak_mib\": %.1f",
+                  static_cast<double>(device.memory_high_water()) / (1024.0 * 1024.0));
+    }
+    std::printf("}\n");
   } catch (const loom::Error& e) {
     std::cerr << "loom_bench_train: " << e.what() << "\n";
     return 1;

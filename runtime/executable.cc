@@ -952,8 +952,9 @@ Value Executable::run(std::vector<Value> args) {
     // copied out, so the arena is kept: handing it over would make the next run allocate and
     // page in a whole new arena (723 MiB for a ResNet-50 step at batch 8), and a caller keeping
     // the loss would keep the whole arena alive. Results that fill much of the arena are handed
-    // over with it instead (the caller holds it now; the next run takes another).
-    if (4 * arena_bytes(out) <= plan_.peak_bytes) {
+    // over with it instead (the caller holds it now; the next run takes another). A shared arena
+    // is never handed over: other plans write it too.
+    if (4 * arena_bytes(out) <= plan_.peak_bytes || shared_arena_) {
       out = copy_out_of_arena(out);
     } else {
       arena_.reset();

@@ -2,7 +2,8 @@
 # Packs what a GPU machine needs to run loom's GPU checks (scripts/gpu_check.sh) into .gpu_bundle/
 # at the repository root (ignored through .git/info/exclude), to be carried with the working tree:
 #
-#   bin/loom.xz, bin/loom_gpu_tests.xz     stripped, xz-compressed
+#   bin/loom.xz, bin/loom_gpu_tests.xz,    stripped, xz-compressed
+#   bin/loom_bench_train.xz
 #   lib/<soname>.xz                        the shared libraries the binaries load that an Ubuntu
 #                                          24.04 machine without Debian's -dev packages may lack
 #                                          (oneDNN, OpenBLAS, protobuf, Open MPI, libgomp...);
@@ -35,7 +36,7 @@ for a in "$@"; do
   esac
 done
 limit_mib=${GPU_BUNDLE_LIMIT_MIB:-55}
-targets=(loom_cli loom_gpu_tests)
+targets=(loom_cli loom_gpu_tests loom_bench_train)
 
 # ---- build --------------------------------------------------------------------------------------
 if ((native)); then
@@ -60,7 +61,8 @@ else
 fi
 loom=$BUILD/bin/loom
 tests=$BUILD/bin/loom_gpu_tests
-for f in "$loom" "$tests"; do
+bench=$BUILD/bin/loom_bench_train
+for f in "$loom" "$tests" "$bench"; do
   [[ -x $f ]] || { echo "gpu_bundle.sh: $f is missing (a build without CUDA?)" >&2; exit 1; }
 done
 if ! ldd "$loom" | grep -q 'libcudnn'; then
@@ -80,7 +82,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "== binaries"
-for f in "$loom" "$tests"; do
+for f in "$loom" "$tests" "$bench"; do
   name=$(basename "$f")
   strip -o "$tmp/$name" "$f"
   xz -T0 -9 -c "$tmp/$name" >"$BUNDLE/bin/$name.xz"
@@ -90,7 +92,7 @@ echo "== shared libraries"
 # Everything the binaries load except the C runtime, the C++ runtime (the machine's is newer) and
 # CUDA's libraries (found on the machine: scripts/gpu_check.sh).
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libutil\.so|libresolv|libstdc\+\+|libgcc_s|libcuda\.so|libcudart|libcublas|libcublasLt|libcudnn|libnvrtc|libnvJitLink)'
-{ ldd "$loom"; ldd "$tests"; } | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
+{ ldd "$loom"; ldd "$tests"; ldd "$bench"; } | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
 while read -r soname path; do
   if [[ $soname =~ $skip ]]; then continue; fi
   xz -T0 -9 -c "$(readlink -f "$path")" >"$BUNDLE/lib/$soname.xz"
@@ -127,7 +129,8 @@ for name in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-uby
 done
 
 echo "== CUDA imports, CPU flags, manifest"
-{ nm -D --undefined-only "$loom"; nm -D --undefined-only "$tests"; } |
+{ nm -D --undefined-only "$loom"; nm -D --undefined-only "$tests";
+  nm -D --undefined-only "$bench"; } |
   awk '{print $NF}' | sed 's/@.*//' | grep -E '^(cudnn|cublas)' | sort -u >"$BUNDLE/cuda_symbols.txt"
 if ((native)); then
   # x86-64-v4 (AVX-512 F/BW/CD/DQ/VL) is required; this machine's other AVX-512 and vector

@@ -148,7 +148,7 @@ EOF
   ldconfig -p 2>/dev/null | awk '/libcu(blas|dnn)/ {print $NF}' | xargs -r -n1 dirname
 }
 
-# Writes the wrappers $WORK/loom and $WORK/loom_gpu_tests, which run the binaries with the
+# Writes the wrappers $WORK/loom, $WORK/loom_gpu_tests and $WORK/loom_bench_train, which run the binaries with the
 # bundle's libraries and CUDA's on LD_LIBRARY_PATH.
 find_cuda() {
   local CUDA_LD=""
@@ -189,7 +189,8 @@ find_cuda() {
   echo "loom's LD_LIBRARY_PATH: $WORK/lib:$CUDA_LD"
   # loom runs through this wrapper; python3 and the rest keep the machine's own libraries.
   local b
-  for b in loom loom_gpu_tests; do
+  for b in loom loom_gpu_tests loom_bench_train; do
+    [[ -x $WORK/bin/$b ]] || continue
     cat >"$WORK/$b" <<EOF
 #!/usr/bin/env bash
 export LD_LIBRARY_PATH="$WORK/lib:$CUDA_LD\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"

@@ -266,6 +266,15 @@ class CudaBackend final : public Backend {
     return static_cast<std::int64_t>(high);
   }
 
+  void reset_memory_high_water() override {
+    cudaMemPool_t pool;
+    std::uint64_t zero = 0;  // "the high-water mark becomes the current use"
+    if (cudaDeviceGetDefaultMemPool(&pool, context_.device_index) != cudaSuccess ||
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero) != cudaSuccess) {
+      cudaGetLastError();
+    }
+  }
+
   void synchronize() override { LOOM_CUDA_CHECK(cudaStreamSynchronize(context_.stream)); }
 
   std::int64_t run_timed(const std::function<void()>& work) override {

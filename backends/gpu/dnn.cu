@@ -7,9 +7,9 @@
 // Convolutions run on cuDNN (the v7-style descriptor API). prepare() builds the descriptors and
 // picks the algorithm once per node, as PyTorch's cudnn.benchmark does: a timed search
 // (cudnnFind*AlgorithmEx) on temporary device buffers of the node's sizes, with a temporary
-// workspace of kCudnnBudget (at most a quarter of the free device memory), run on the backend's
+// workspace of cudnn_budget() (at most a quarter of the free device memory), run on the backend's
 // stream and synchronized before the buffers are freed; the fastest candidate that succeeded,
-// needs at most kCudnnBudget of workspace and, in deterministic mode, is deterministic wins. The
+// needs at most cudnn_budget() of workspace and, in deterministic mode, is deterministic wins. The
 // choice is kept in a process-wide cache keyed by the convolution as cuDNN sees it (device,
 // direction, dtype, the x / w / y shapes, symmetric padding, strides, dilations, groups and the
 // deterministic flag), so identical layers search once. Where the search cannot run (out of
@@ -66,8 +66,18 @@ namespace {
 
 using std::int64_t;
 
-// cuDNN's workspace of one convolution at most (the algorithm is chosen within it).
-constexpr std::size_t kCudnnBudget = std::size_t{256} << 20;
+// cuDNN's workspace of one convolution at most (the algorithm is chosen within it): 1 GiB, or
+// LOOM_CUDNN_WORKSPACE_MIB. The workspace is planned like any buffer and lives for its launch
+// only, so a large one costs memory only where it runs at the plan's peak; at ResNet-50's
+// 224x224 shapes the fastest filter-gradient algorithms want more than 256 MiB.
+std::size_t cudnn_budget() {
+  static const std::size_t budget = [] {
+    const char* v = std::getenv("LOOM_CUDNN_WORKSPACE_MIB");
+    const long mib = v ? std::atol(v) : 1024;
+    return static_cast<std::size_t>(mib < 0 ? 0 : mib) << 20;
+  }();
+  return budget;
+}
 // Workspace regions start at this alignment (the planned workspace is 64-byte aligned; it is
 // rounded up at launch, hence kAlign extra bytes planned).
 constexpr std::size_t kAlign = 256;
@@ -223,7 +233,7 @@ bool pick_algorithm(const Perf* perf, int returned, int count, bool deterministi
     if (deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
     if (!usable_math(perf[i].mathType, fp32)) continue;
     std::size_t b = 0;
-    if (!workspace_of(perf[i].algo, b) || b > kCudnnBudget) continue;
+    if (!workspace_of(perf[i].algo, b) || b > cudnn_budget()) continue;
     algo = perf[i].algo;
     bytes = b;
     return true;
@@ -232,7 +242,7 @@ bool pick_algorithm(const Perf* perf, int returned, int count, bool deterministi
     const auto a = static_cast<Algo>(i);
     if (deterministic && !deterministic_algo(a)) continue;
     std::size_t b = 0;
-    if (!workspace_of(a, b) || b > kCudnnBudget) continue;
+    if (!workspace_of(a, b) || b > cudnn_budget()) continue;
     algo = a;
     bytes = b;
     return true;
@@ -393,7 +403,7 @@ bool search_algorithm(const CudaContext& ctx, ConvPlan& p, bool deterministic) {
         cudaGetLastError();
         return false;
       }
-      const std::size_t limit = std::min(kCudnnBudget, free_bytes / 4);
+      const std::size_t limit = std::min(cudnn_budget(), free_bytes / 4);
       void* ws = limit == 0 ? nullptr : buffers.get(limit);
       if (limit != 0 && ws == nullptr) return false;
       // Defined contents (zeros) for the operands read.
@@ -541,7 +551,7 @@ void choose_algorithm(const CudaContext& ctx, ConvPlan& p, bool deterministic) {
   if (!ok) {
     throw InternalError(std::string("CUDA convolution: cuDNN offers no ") +
                         (deterministic ? "deterministic " : "") + "algorithm within " +
-                        std::to_string(kCudnnBudget >> 20) + " MiB of workspace for " +
+                        std::to_string(cudnn_budget() >> 20) + " MiB of workspace for " +
                         geometry_text(p.g));
   }
 }
@@ -814,33 +824,55 @@ PoolGeometry pool_geometry(const ir::Primitive& prim, const Shape& x, const Shap
 }
 
 // The window of output (oy, ox) clipped to the image: rows [y0, y1), columns [x0, x1).
-struct Window {
-  int64_t y0, y1, x0, x1;
+template <typename I = int64_t>
+struct WindowT {
+  I y0, y1, x0, x1;
 };
+using Window = WindowT<>;
 
-__device__ inline Window window_of(const PoolGeometry& g, int64_t oy, int64_t ox) {
-  const int64_t ys = oy * g.sh - g.pad_top;
-  const int64_t xs = ox * g.sw - g.pad_left;
-  return {ys > 0 ? ys : 0, ys + g.kh < g.h ? ys + g.kh : g.h, xs > 0 ? xs : 0,
+// The geometry in index type I: 32-bit where the tensors allow (PoolGeometry::fits32), which
+// makes the kernels' divisions several times cheaper than 64-bit ones (MaxPoolGrad at ResNet-50's
+// 112x112 stem was bound by them).
+template <typename I>
+struct PoolGeometryI {
+  I planes, h, w, oh, ow, kh, kw, sh, sw, pad_top, pad_left;
+};
+template <typename I>
+PoolGeometryI<I> narrow(const PoolGeometry& g) {
+  return {static_cast<I>(g.planes), static_cast<I>(g.h),  static_cast<I>(g.w),
+          static_cast<I>(g.oh),     static_cast<I>(g.ow), static_cast<I>(g.kh),
+          static_cast<I>(g.kw),     static_cast<I>(g.sh), static_cast<I>(g.sw),
+          static_cast<I>(g.pad_top), static_cast<I>(g.pad_left)};
+}
+bool fits32(const PoolGeometry& g) {
+  const int64_t limit = int64_t{1} << 30;
+  return g.planes * g.h * g.w < limit && g.planes * g.oh * g.ow < limit;
+}
+
+template <typename G, typename I>
+__device__ inline WindowT<I> window_of(const G& g, I oy, I ox) {
+  const I ys = oy * g.sh - g.pad_top;
+  const I xs = ox * g.sw - g.pad_left;
+  return {ys > 0 ? ys : I(0), ys + g.kh < g.h ? ys + g.kh : g.h, xs > 0 ? xs : I(0),
           xs + g.kw < g.w ? xs + g.kw : g.w};
 }
 
 // The outputs [lo, hi] along one axis whose windows contain input position i (empty: lo > hi).
-__device__ inline void covering(int64_t i, int64_t pad, int64_t kernel, int64_t stride,
-                                int64_t out, int64_t& lo, int64_t& hi) {
-  const int64_t r = i + pad;  // i in padded coordinates: window o covers [o·stride, o·stride + k)
+template <typename I>
+__device__ inline void covering(I i, I pad, I kernel, I stride, I out, I& lo, I& hi) {
+  const I r = i + pad;  // i in padded coordinates: window o covers [o·stride, o·stride + k)
   hi = r / stride;
   if (hi > out - 1) hi = out - 1;
-  lo = r >= kernel ? (r - kernel) / stride + 1 : 0;
+  lo = r >= kernel ? (r - kernel) / stride + 1 : I(0);
 }
 
 // Flat index within the plane of the window's first maximum (row-major; the first NaN wins).
-template <typename T>
-__device__ int64_t window_argmax(const T* plane, int64_t w, const Window& win) {
-  int64_t best = win.y0 * w + win.x0;
+template <typename T, typename I>
+__device__ I window_argmax(const T* plane, I w, const WindowT<I>& win) {
+  I best = win.y0 * w + win.x0;
   T bv = plane[best];
-  for (int64_t iy = win.y0; iy < win.y1; ++iy) {
-    for (int64_t ix = win.x0; ix < win.x1; ++ix) {
+  for (I iy = win.y0; iy < win.y1; ++iy) {
+    for (I ix = win.x0; ix < win.x1; ++ix) {
       const T v = plane[iy * w + ix];
       if (v > bv || (v != v && bv == bv)) {  // greater, or a NaN over a number
         best = iy * w + ix;
@@ -853,15 +885,16 @@ __device__ int64_t window_argmax(const T* plane, int64_t w, const Window& win) {
 
 // MaxPool (mode 0): y = x at the window's winner; the winners' indices (mode 1) into `arg`;
 // MaxPoolGradGrad (mode 2): y = grad at the window's winner.
-template <typename T, int kMode>
-__global__ void max_pool_kernel(PoolGeometry g, const T* x, const T* grad, T* y, int64_t* arg,
-                                int64_t total) {
-  LOOM_GRID_LOOP(i, total) {
-    const int64_t ox = i % g.ow;
-    const int64_t t = i / g.ow;
-    const int64_t oy = t % g.oh;
-    const int64_t p = t / g.oh;
-    const int64_t best = window_argmax(x + p * g.h * g.w, g.w, window_of(g, oy, ox));
+template <typename T, int kMode, typename I>
+__global__ void max_pool_kernel(PoolGeometryI<I> g, const T* x, const T* grad, T* y, int64_t* arg,
+                                I total) {
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<I>(blockDim.x) * gridDim.x) {
+    const I ox = i % g.ow;
+    const I t = i / g.ow;
+    const I oy = t % g.oh;
+    const I p = t / g.oh;
+    const I best = window_argmax(x + p * g.h * g.w, g.w, window_of(g, oy, ox));
     if constexpr (kMode == 0) y[i] = x[p * g.h * g.w + best];
     if constexpr (kMode == 1) arg[i] = best;
     if constexpr (kMode == 2) y[i] = grad[p * g.h * g.w + best];
@@ -870,28 +903,43 @@ __global__ void max_pool_kernel(PoolGeometry g, const T* x, const T* grad, T* y,
 
 // MaxPoolGrad: dx = 0 + Σ dout of the windows whose winner this element is, windows in
 // row-major order (the CPU's order of additions into a zeroed plane).
-template <typename T>
-__global__ void max_pool_grad_kernel(PoolGeometry g, const int64_t* arg, const T* dout, T* dx,
-                                     int64_t total) {
-  LOOM_GRID_LOOP(i, total) {
-    const int64_t ix = i % g.w;
-    const int64_t t = i / g.w;
-    const int64_t iy = t % g.h;
-    const int64_t p = t / g.h;
-    int64_t oy0, oy1, ox0, ox1;
+template <typename T, typename I>
+__global__ void max_pool_grad_kernel(PoolGeometryI<I> g, const int64_t* arg, const T* dout, T* dx,
+                                     I total) {
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<I>(blockDim.x) * gridDim.x) {
+    const I ix = i % g.w;
+    const I t = i / g.w;
+    const I iy = t % g.h;
+    const I p = t / g.h;
+    I oy0, oy1, ox0, ox1;
     covering(iy, g.pad_top, g.kh, g.sh, g.oh, oy0, oy1);
     covering(ix, g.pad_left, g.kw, g.sw, g.ow, ox0, ox1);
     const int64_t self = iy * g.w + ix;
-    const int64_t base = p * g.oh * g.ow;
+    const I base = p * g.oh * g.ow;
     T sum = T(0);
-    for (int64_t oy = oy0; oy <= oy1; ++oy) {
-      for (int64_t ox = ox0; ox <= ox1; ++ox) {
-        const int64_t o = base + oy * g.ow + ox;
+    for (I oy = oy0; oy <= oy1; ++oy) {
+      for (I ox = ox0; ox <= ox1; ++ox) {
+        const I o = base + oy * g.ow + ox;
         if (arg[o] == self) sum += dout[o];
       }
     }
     dx[i] = sum;
   }
+}
+
+// Launches max_pool_kernel in 32-bit indices where the geometry allows.
+template <typename T, int kMode>
+void launch_max_pool(const PoolGeometry& g, const T* x, const T* grad, T* y, int64_t* arg,
+                     int64_t total, cudaStream_t stream) {
+  if (fits32(g)) {
+    max_pool_kernel<T, kMode, int><<<blocks(total), kThreads, 0, stream>>>(
+        narrow<int>(g), x, grad, y, arg, static_cast<int>(total));
+  } else {
+    max_pool_kernel<T, kMode, int64_t><<<blocks(total), kThreads, 0, stream>>>(
+        narrow<int64_t>(g), x, grad, y, arg, total);
+  }
+  check_launch();
 }
 
 // AvgPool: the window's sum in row-major order over its elements inside the image, divided by
@@ -956,9 +1004,8 @@ void max_pool(const KernelContext& k) {
   const PoolGeometry& g = k.state<PoolPlan>().g;
   const int64_t total = k.out(0).numel();
   if (total == 0) return;
-  max_pool_kernel<T, 0><<<blocks(total), kThreads, 0, context(k).stream>>>(
-      g, k.in(0).data<T>(), nullptr, k.out(0).data<T>(), nullptr, total);
-  check_launch();
+  launch_max_pool<T, 0>(g, k.in(0).data<T>(), nullptr, k.out(0).data<T>(), nullptr, total,
+                        context(k).stream);
 }
 
 // MaxPoolGrad(x, out, dout) → dx.
@@ -973,12 +1020,15 @@ void max_pool_grad(const KernelContext& k) {
   if (pooled > 0) {
     arg = reinterpret_cast<int64_t*>(
         workspace_base(k, round_up(static_cast<std::size_t>(pooled) * sizeof(int64_t)) + kAlign));
-    max_pool_kernel<T, 1><<<blocks(pooled), kThreads, 0, stream>>>(g, k.in(0).data<T>(), nullptr,
-                                                                   nullptr, arg, pooled);
-    check_launch();
+    launch_max_pool<T, 1>(g, k.in(0).data<T>(), nullptr, nullptr, arg, pooled, stream);
   }
-  max_pool_grad_kernel<T><<<blocks(total), kThreads, 0, stream>>>(g, arg, k.in(2).data<T>(),
-                                                                  k.out(0).data<T>(), total);
+  if (fits32(g)) {
+    max_pool_grad_kernel<T, int><<<blocks(total), kThreads, 0, stream>>>(
+        narrow<int>(g), arg, k.in(2).data<T>(), k.out(0).data<T>(), static_cast<int>(total));
+  } else {
+    max_pool_grad_kernel<T, int64_t><<<blocks(total), kThreads, 0, stream>>>(
+        narrow<int64_t>(g), arg, k.in(2).data<T>(), k.out(0).data<T>(), total);
+  }
   check_launch();
 }
 
@@ -988,9 +1038,8 @@ void max_pool_grad_grad(const KernelContext& k) {
   const PoolGeometry& g = k.state<PoolPlan>().g;
   const int64_t total = k.out(0).numel();
   if (total == 0) return;
-  max_pool_kernel<T, 2><<<blocks(total), kThreads, 0, context(k).stream>>>(
-      g, k.in(0).data<T>(), k.in(2).data<T>(), k.out(0).data<T>(), nullptr, total);
-  check_launch();
+  launch_max_pool<T, 2>(g, k.in(0).data<T>(), k.in(2).data<T>(), k.out(0).data<T>(), nullptr,
+                        total, context(k).stream);
 }
 
 template <typename T>
@@ -1033,12 +1082,15 @@ struct Layout {
 Layout layout_of(const Shape& d) { return {d[0], d[1], d.size() == 4 ? d[2] * d[3] : 1}; }
 
 // The workspace of a batch-norm node: per-channel partial sums (two per block), then per-channel
-// parameters (four doubles each).
+// parameters (four doubles each), then the same parameters rounded to the tensor's dtype (what
+// the elementwise kernels read: one load per parameter, no conversion per element).
 struct NormPlan {
   Layout l;
   std::size_t partial_bytes = 0, param_bytes = 0, workspace = 0;
   double* partial(char* ws) const { return reinterpret_cast<double*>(ws); }
   double* params(char* ws) const { return reinterpret_cast<double*>(ws + partial_bytes); }
+  template <typename T>
+  T* rounded(char* ws) const { return reinterpret_cast<T*>(ws + partial_bytes + param_bytes); }
 };
 
 Prepared prepare_norm(const Shape& x) {
@@ -1046,7 +1098,7 @@ Prepared prepare_norm(const Shape& x) {
   p->l = layout_of(x);
   p->partial_bytes = round_up(static_cast<std::size_t>(p->l.c * p->l.parts() * 2) * sizeof(double));
   p->param_bytes = round_up(static_cast<std::size_t>(p->l.c * 4) * sizeof(double));
-  p->workspace = p->l.c == 0 ? 0 : p->partial_bytes + p->param_bytes + kAlign;
+  p->workspace = p->l.c == 0 ? 0 : p->partial_bytes + 2 * p->param_bytes + kAlign;
   const std::size_t bytes = p->workspace;
   return {std::move(p), bytes};
 }
@@ -1103,8 +1155,17 @@ __global__ void channel_sums_kernel(Layout l, int64_t parts, const T* x, const T
   if constexpr (kMode == kCentredSquares) k = centre[ch];
   if constexpr (kMode == kGradient) k = static_cast<double>(mean_in[ch]);
   double a = 0, b = 0;
+  // Element j of the channel is (q, r) = (j / S, j % S): divided once, then stepped.
+  const int64_t step_q = blockDim.x / l.s, step_r = blockDim.x % l.s;
+  int64_t q = (begin + threadIdx.x) / l.s, r = (begin + threadIdx.x) % l.s;
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
-    const int64_t i = ((j / l.s) * l.c + ch) * l.s + j % l.s;
+    const int64_t i = (q * l.c + ch) * l.s + r;
+    q += step_q;
+    r += step_r;
+    if (r >= l.s) {
+      r -= l.s;
+      ++q;
+    }
     const double v = static_cast<double>(x[i]);
     if constexpr (kMode == kShiftedMoments) {
       const double d = v - k;
@@ -1157,6 +1218,13 @@ struct Params {
   __device__ double& at(int row, int64_t ch) const { return p[row * c + ch]; }
 };
 
+// The rows rounded to T, written by the parameter kernels after the doubles (set_rounded) and
+// read by the elementwise kernels.
+template <typename T>
+__device__ void set_rounded(const Params& prm, T* rounded, int rows, int64_t ch) {
+  for (int r = 0; r < rows; ++r) rounded[r * prm.c + ch] = static_cast<T>(prm.at(r, ch));
+}
+
 // Float64 first pass: the batch mean into row 0.
 __global__ void batch_mean_kernel(Layout l, int64_t parts, const double* partial, Params prm) {
   LOOM_GRID_LOOP(ch, l.c) {
@@ -1172,8 +1240,8 @@ template <typename T, bool kShifted>
 __global__ void batch_norm_train_kernel(Layout l, int64_t parts, const double* partial,
                                         const T* x, const T* scale, const T* bias,
                                         const T* moving_mean, const T* moving_var, double eps,
-                                        double momentum, Params prm, T* new_mean, T* new_var,
-                                        T* saved_mean, T* saved_inv_std) {
+                                        double momentum, Params prm, T* rounded, T* new_mean,
+                                        T* new_var, T* saved_mean, T* saved_inv_std) {
   LOOM_GRID_LOOP(ch, l.c) {
     const double m = static_cast<double>(l.n * l.s);
     double a, b;
@@ -1200,6 +1268,7 @@ __global__ void batch_norm_train_kernel(Layout l, int64_t parts, const double* p
     prm.at(0, ch) = mean;
     prm.at(1, ch) = mul;
     prm.at(2, ch) = static_cast<double>(bias[ch]);
+    set_rounded(prm, rounded, 3, ch);
   }
 }
 
@@ -1207,12 +1276,14 @@ __global__ void batch_norm_train_kernel(Layout l, int64_t parts, const double* p
 template <typename T>
 __global__ void batch_norm_infer_kernel(int64_t channels, const T* scale, const T* bias,
                                         const T* moving_mean, const T* moving_var, double eps,
-                                        Params prm, T* out1, T* out2, T* out3, T* out4) {
+                                        Params prm, T* rounded, T* out1, T* out2, T* out3,
+                                        T* out4) {
   LOOM_GRID_LOOP(ch, channels) {
     const double mv = static_cast<double>(moving_var[ch]);
     prm.at(0, ch) = static_cast<double>(moving_mean[ch]);
     prm.at(1, ch) = static_cast<double>(scale[ch]) / sqrt(mv + eps);
     prm.at(2, ch) = static_cast<double>(bias[ch]);
+    set_rounded(prm, rounded, 3, ch);
     out1[ch] = moving_mean[ch];
     out2[ch] = moving_var[ch];
     out3[ch] = moving_mean[ch];
@@ -1220,15 +1291,80 @@ __global__ void batch_norm_infer_kernel(int64_t channels, const T* scale, const 
   }
 }
 
-// out = (in - shift) · mul + add per channel, in T (the CPU's channel_affine).
-template <typename T>
-__global__ void channel_affine_kernel(Layout l, const T* in, Params prm, T* out, int64_t total) {
-  LOOM_GRID_LOOP(i, total) {
-    const int64_t ch = (i / l.s) % l.c;
-    const T sh = static_cast<T>(prm.at(0, ch));
-    const T m = static_cast<T>(prm.at(1, ch));
-    const T a = static_cast<T>(prm.at(2, ch));
-    out[i] = (in[i] - sh) * m + a;
+// The elementwise half of batch norm over x's (N, C, S) elements, V consecutive elements a
+// thread (V = 4: float4 loads and stores, where S is a multiple of 4 and the pointers are 16-byte
+// aligned) with index type I (32-bit where the tensor allows): one division per group for its
+// channel, the channel's parameters rounded to T (rows of `p`). kDx: the training gradient
+// dx = dy·a + (x - mu)·b + c0 (rows 0 mu, 1 a, 2 b, 3 c0); else out = (in - shift)·mul + add
+// (rows 0 shift, 1 mul, 2 add: the CPU's channel_affine). Each element's arithmetic is the
+// scalar formula's.
+template <typename T, bool kDx>
+__device__ inline T bn_element(T in, T x, T p0, T p1, T p2, T p3) {
+  if constexpr (kDx) {
+    return in * p1 + (x - p0) * p2 + p3;
+  } else {
+    return (in - p0) * p1 + p2;
+  }
+}
+
+template <typename T, int V, typename I, bool kDx>
+__global__ void bn_elementwise_kernel(I groups, I s_groups, I c, const T* in, const T* x,
+                                      const T* p, T* out) {
+  for (I g = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
+       g += static_cast<I>(blockDim.x) * gridDim.x) {
+    const I ch = (g / s_groups) % c;
+    const T p0 = p[ch], p1 = p[c + ch], p2 = p[2 * c + ch];
+    const T p3 = kDx ? p[3 * c + ch] : T(0);
+    if constexpr (V == 4) {
+      const float4 a = reinterpret_cast<const float4*>(in)[g];
+      float4 b = a;
+      if constexpr (kDx) b = reinterpret_cast<const float4*>(x)[g];
+      float4 o;
+      o.x = bn_element<T, kDx>(a.x, b.x, p0, p1, p2, p3);
+      o.y = bn_element<T, kDx>(a.y, b.y, p0, p1, p2, p3);
+      o.z = bn_element<T, kDx>(a.z, b.z, p0, p1, p2, p3);
+      o.w = bn_element<T, kDx>(a.w, b.w, p0, p1, p2, p3);
+      reinterpret_cast<float4*>(out)[g] = o;
+    } else {
+      out[g] = bn_element<T, kDx>(in[g], kDx ? x[g] : T(0), p0, p1, p2, p3);
+    }
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// Launches bn_elementwise_kernel for x's layout (x: null unless kDx).
+template <typename T, bool kDx>
+void bn_elementwise(const Layout& l, const T* in, const T* x, const T* p, T* out,
+                    cudaStream_t stream) {
+  const int64_t total = l.n * l.c * l.s;
+  if (total == 0) return;
+  const bool vec = std::is_same_v<T, float> && l.s % 4 == 0 && aligned16(in) && aligned16(out) &&
+                   (!kDx || aligned16(x));
+  const int64_t v = vec ? 4 : 1;
+  const int64_t groups = total / v;
+  auto launch = [&](auto index, auto width) {
+    using I = decltype(index);
+    constexpr int V = decltype(width)::value;
+    bn_elementwise_kernel<T, V, I, kDx><<<blocks(groups), kThreads, 0, stream>>>(
+        static_cast<I>(groups), static_cast<I>(l.s / v), static_cast<I>(l.c), in, x, p, out);
+    check_launch();
+  };
+  const bool narrow = total < (int64_t{1} << 31);
+  if constexpr (std::is_same_v<T, float>) {
+    if (vec) {
+      if (narrow) {
+        launch(std::uint32_t{}, std::integral_constant<int, 4>{});
+      } else {
+        launch(int64_t{}, std::integral_constant<int, 4>{});
+      }
+      return;
+    }
+  }
+  if (narrow) {
+    launch(std::uint32_t{}, std::integral_constant<int, 1>{});
+  } else {
+    launch(int64_t{}, std::integral_constant<int, 1>{});
   }
 }
 
@@ -1241,6 +1377,7 @@ void batch_norm(const KernelContext& k) {
   char* ws = workspace_base(k, plan.workspace);
   double* partial = plan.partial(ws);
   const Params prm{plan.params(ws), l.c};
+  T* rounded = plan.rounded<T>(ws);
   const T* x = k.in(0).data<T>();
   const T* scale = k.in(1).data<T>();
   const T* bias = k.in(2).data<T>();
@@ -1250,7 +1387,7 @@ void batch_norm(const KernelContext& k) {
   const unsigned channel_blocks = blocks(l.c);
   if (!k.attr("is_training").as_bool()) {
     batch_norm_infer_kernel<T><<<channel_blocks, kThreads, 0, stream>>>(
-        l.c, scale, bias, moving_mean, moving_var, eps, prm, k.out(1).data<T>(),
+        l.c, scale, bias, moving_mean, moving_var, eps, prm, rounded, k.out(1).data<T>(),
         k.out(2).data<T>(), k.out(3).data<T>(), k.out(4).data<T>());
     check_launch();
   } else {
@@ -1267,23 +1404,20 @@ void batch_norm(const KernelContext& k) {
     }
     batch_norm_train_kernel<T, kShifted><<<channel_blocks, kThreads, 0, stream>>>(
         l, l.parts(), partial, x, scale, bias, moving_mean, moving_var, eps, momentum, prm,
-        k.out(1).data<T>(), k.out(2).data<T>(), k.out(3).data<T>(), k.out(4).data<T>());
+        rounded, k.out(1).data<T>(), k.out(2).data<T>(), k.out(3).data<T>(), k.out(4).data<T>());
     check_launch();
   }
-  const int64_t total = k.out(0).numel();
-  if (total == 0) return;
-  channel_affine_kernel<T><<<blocks(total), kThreads, 0, stream>>>(l, x, prm, k.out(0).data<T>(),
-                                                                   total);
-  check_launch();
+  bn_elementwise<T, false>(l, x, nullptr, rounded, k.out(0).data<T>(), stream);
 }
 
 // BatchNormGrad's per-channel results: dscale, dbias, and dx's parameters (training: rows 0 mean,
-// 1 a, 2 b, 3 c0 of batch_norm_dx_kernel; inference: rows 0 shift, 1 mul, 2 add of
-// channel_affine_kernel).
+// 1 a, 2 b, 3 c0 of bn_elementwise<T, true>; inference: rows 0 shift, 1 mul, 2 add of
+// bn_elementwise<T, false>).
 template <typename T>
 __global__ void batch_norm_grad_kernel(Layout l, int64_t parts, const double* partial,
                                        const T* scale, const T* mean_in, const T* rs2, double eps,
-                                       bool training, Params prm, T* dscale_out, T* dbias_out) {
+                                       bool training, Params prm, T* rounded, T* dscale_out,
+                                       T* dbias_out) {
   LOOM_GRID_LOOP(ch, l.c) {
     double sum_dy, sum_dot;
     channel_totals(partial, ch, parts, sum_dy, sum_dot);
@@ -1302,26 +1436,14 @@ __global__ void batch_norm_grad_kernel(Layout l, int64_t parts, const double* pa
       prm.at(1, ch) = mul;
       prm.at(2, ch) = -mul * inv_std * dscale / m;
       prm.at(3, ch) = -mul * dbias / m;
+      set_rounded(prm, rounded, 4, ch);
     } else {
       // dx = (dy - 0)·mul + 0 (the CPU's channel_affine with zero shift and add).
       prm.at(0, ch) = 0.0;
       prm.at(1, ch) = mul;
       prm.at(2, ch) = 0.0;
+      set_rounded(prm, rounded, 3, ch);
     }
-  }
-}
-
-// Training dx = dy·a + (x - mu)·b + c0 in T; rows: 0 mu, 1 a, 2 b, 3 c0.
-template <typename T>
-__global__ void batch_norm_dx_kernel(Layout l, const T* dy, const T* x, Params prm, T* dx,
-                                     int64_t total) {
-  LOOM_GRID_LOOP(i, total) {
-    const int64_t ch = (i / l.s) % l.c;
-    const T mu = static_cast<T>(prm.at(0, ch));
-    const T a = static_cast<T>(prm.at(1, ch));
-    const T b = static_cast<T>(prm.at(2, ch));
-    const T c0 = static_cast<T>(prm.at(3, ch));
-    dx[i] = dy[i] * a + (x[i] - mu) * b + c0;
   }
 }
 
@@ -1335,6 +1457,7 @@ void batch_norm_grad(const KernelContext& k) {
   char* ws = workspace_base(k, plan.workspace);
   double* partial = plan.partial(ws);
   const Params prm{plan.params(ws), l.c};
+  T* rounded = plan.rounded<T>(ws);
   const T* dy = k.in(0).data<T>();
   const T* x = k.in(1).data<T>();
   const T* mean = k.in(3).data<T>();
@@ -1343,18 +1466,13 @@ void batch_norm_grad(const KernelContext& k) {
   channel_sums<T, kGradient>(l, x, dy, nullptr, mean, partial, stream);
   batch_norm_grad_kernel<T><<<blocks(l.c), kThreads, 0, stream>>>(
       l, l.parts(), partial, k.in(2).data<T>(), mean, k.in(4).data<T>(), eps, training, prm,
-      k.out(1).data<T>(), k.out(2).data<T>());
+      rounded, k.out(1).data<T>(), k.out(2).data<T>());
   check_launch();
-  const int64_t total = k.out(0).numel();
-  if (total == 0) return;
-  if (training) {
-    batch_norm_dx_kernel<T><<<blocks(total), kThreads, 0, stream>>>(l, dy, x, prm,
-                                                                    k.out(0).data<T>(), total);
+  if (training && l.n * l.s > 0) {
+    bn_elementwise<T, true>(l, dy, x, rounded, k.out(0).data<T>(), stream);
   } else {
-    channel_affine_kernel<T><<<blocks(total), kThreads, 0, stream>>>(l, dy, prm,
-                                                                     k.out(0).data<T>(), total);
+    bn_elementwise<T, false>(l, dy, nullptr, rounded, k.out(0).data<T>(), stream);
   }
-  check_launch();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -115,6 +115,60 @@ TEST(Executable, StructuralOpsConstantsAndWeights) {
   EXPECT_THROW(exe->run({Value::tensor(Tensor(DType::kFloat32, {3, 2}))}), ValueError);
 }
 
+// Plans given one SharedArena (a Model's training step and evaluation) take their memory from it:
+// the larger plan's arena serves both, whichever ran first; a result that fills its arena is
+// copied out rather than handed over with the shared memory.
+TEST(Executable, PlansGivenASharedArenaUseOneMemory) {
+  Module m;
+  auto chain = [&](const std::string& name, std::int64_t n, bool big_output) {
+    FuncGraph* g = m.add_graph(name);
+    Node* x = g->add_parameter("x", Abstract::tensor(DType::kFloat32, {n}));
+    Node* a = call(g, "Exp", {x});
+    Node* c = call(g, "Mul", {a, call(g, "Add", {a, x})});
+    g->set_output(big_output ? c : call(g, "ReduceMean", {c}));
+    return g;
+  };
+  FuncGraph* big = chain("big", 4096, false);
+  FuncGraph* small = chain("small", 64, false);
+  FuncGraph* handed = chain("handed", 1024, true);
+  std::mt19937 rng(3);
+  const Value xb = Value::tensor(random_tensor(DType::kFloat32, {4096}, rng));
+  const Value xs = Value::tensor(random_tensor(DType::kFloat32, {64}, rng));
+  const Value xh = Value::tensor(random_tensor(DType::kFloat32, {1024}, rng));
+  for (bool big_first : {true, false}) {
+    CompileOptions o;
+    o.shared_arena = std::make_shared<SharedArena>();
+    auto eb = compile(*big, backend::cpu_backend(), o);
+    auto es = compile(*small, backend::cpu_backend(), o);
+    EXPECT_GT(eb->peak_bytes(), es->peak_bytes());
+    if (big_first) {
+      EXPECT_TRUE(same(eb->run({xb}), interpret(*big, {xb})));
+      const Storage* memory = o.shared_arena->storage.get();
+      EXPECT_TRUE(same(es->run({xs}), interpret(*small, {xs})));
+      EXPECT_EQ(o.shared_arena->storage.get(), memory);  // the small plan took the big arena
+    } else {
+      EXPECT_TRUE(same(es->run({xs}), interpret(*small, {xs})));
+      EXPECT_TRUE(same(eb->run({xb}), interpret(*big, {xb})));  // a larger arena replaced it
+    }
+    EXPECT_GE(o.shared_arena->storage->nbytes(), eb->peak_bytes());
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_TRUE(same(eb->run({xb}), interpret(*big, {xb})));
+      EXPECT_TRUE(same(es->run({xs}), interpret(*small, {xs})));
+    }
+    // A result that fills its arena is copied out of a shared one (a plan of its own hands its
+    // arena over instead), so the other plans' runs cannot overwrite it.
+    const Storage* memory = o.shared_arena->storage.get();
+    auto eh = compile(*handed, backend::cpu_backend(), o);
+    const Value out = eh->run({xh});
+    EXPECT_EQ(o.shared_arena->storage.get(), memory);
+    EXPECT_FALSE(out.as_tensor().shares_storage_with(Tensor::view(
+        o.shared_arena->storage, 0, DType::kFloat32, {1})));
+    const Value want = interpret(*handed, {xh});
+    EXPECT_TRUE(same(eb->run({xb}), interpret(*big, {xb})));
+    EXPECT_TRUE(same(out, want));  // not overwritten by the big plan's run
+  }
+}
+
 TEST(Executable, ElementwiseChainRunsInPlace) {
   Module m;
   FuncGraph* g = m.add_graph("main");
