@@ -23,10 +23,13 @@
 #      without, train_images_per_s of both (what replaying the step as a CUDA graph gains);
 #   8. profile_r18: ResNet-18 batch 256, steps 3-5 profiled (--profile), `loom profile show`;
 #   9. profiles: LeNet-5 batch 256 and ResNet-50 224x224 batch 128 profiled with the memory plan;
-#  10. modes: LeNet in PyNative on the GPU and the CPU, and two ranks sharing the GPU (mpirun).
+#  10. nsys_lenet: where Nsight Systems is installed, the kernels of LeNet's step at batch 256,
+#      loom's and PyTorch's CUDA graph (skipped, 77, without nsys);
+#  11. modes: LeNet in PyNative on the GPU and the CPU, and two ranks sharing the GPU (mpirun).
 # LOOM_GPU_CHECK_STEPS="kernel_check profile_r18" runs only the steps named there (after the
 # unpacking, library and machine steps, which always run); LOOM_GPU_CHECK_BENCH="lenet:256
-# resnet50_224:128" gives the benchmark its configurations (bench/gpu_vs_torch.py --configs).
+# resnet50_224:128" gives the benchmark its configurations (bench/gpu_vs_torch.py --configs) and
+# LOOM_GPU_CHECK_BENCH_BUDGET its time (at most 150 s by default).
 # Files under $OUT: gpu_check.log, kernel_check.xml, bench.json, cuda_graphs_{0,1}.out,
 # prof_r18/, prof_lenet256/, prof_r50_224/ (the profiles).
 set -uo pipefail
@@ -323,6 +326,35 @@ profiles() {
   "$WORK/loom" profile show "$OUT/prof_r50_224" --top 25
 }
 
+# Where Nsight Systems is installed: the kernels of LeNet-5's step at batch 256 (loom_bench_train,
+# the batch resident on the GPU) and of PyTorch's CUDA-graph step, each kernel's total and mean
+# time (nsys's cuda_gpu_kern_sum, graph nodes traced one by one).
+nsys_lenet() {
+  local nsys
+  nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys \
+         2>/dev/null | head -1)
+  [[ -n $nsys ]] || { echo "no nsys on this machine"; return 77; }
+  echo "== $nsys"
+  local t=/tmp/loom_nsys
+  mkdir -p $t
+  "$nsys" profile -t cuda --cuda-graph-trace=node --force-overwrite true -o $t/loom \
+    "$WORK/loom_bench_train" --model lenet --batch 256 --device GPU --steps 200 --repeats 1 \
+    --warmup 5 >/dev/null || return 1
+  "$nsys" stats --report cuda_gpu_kern_sum --format table $t/loom.nsys-rep | cut -c1-200 |
+    head -45
+  "$nsys" profile -t cuda --cuda-graph-trace=node --force-overwrite true -o $t/torch python3 -c '
+import sys; sys.path.insert(0, sys.argv[1])
+import torch
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+torch.backends.cudnn.benchmark = True
+from gpu_vs_torch import TorchTrainer
+print(TorchTrainer("lenet", 256, graphed=True).images_per_s(200, warmup=10))' "$ROOT/bench" \
+    >/dev/null || return 1
+  "$nsys" stats --report cuda_gpu_kern_sum --format table $t/torch.nsys-rep | cut -c1-200 |
+    head -45
+}
+
 # PyNative on the GPU against the CPU (the same seed: the same weights up to the kernels'
 # rounding), and two ranks sharing the GPU (the host-staged all-reduce) against one process.
 modes() {
@@ -347,7 +379,8 @@ modes() {
 }
 
 export ROOT BUNDLE WORK OUT
-export -f dexz unpack cuda_lib_dirs find_cuda machine cuda_graphs profile_r18 profiles modes
+export -f dexz unpack cuda_lib_dirs find_cuda machine cuda_graphs profile_r18 profiles nsys_lenet \
+  modes
 
 main() {
   echo "loom GPU check, $(date -u +%FT%TZ), $(uname -n), repository $ROOT"
@@ -373,7 +406,8 @@ main() {
     # summary, at most 150 s; its step's timeout adds 30 s for a last round's overrun (on
     # SIGTERM it still prints its tables and writes bench.json with what it measured).
     local bench_budget=$((BUDGET - SECONDS - 100))
-    ((bench_budget > 150)) && bench_budget=150
+    local cap=${LOOM_GPU_CHECK_BENCH_BUDGET:-150}
+    ((bench_budget > cap)) && bench_budget=$cap
     ((bench_budget < 30)) && bench_budget=30
     step bench $((bench_budget + 30)) env PYTHONUNBUFFERED=1 python3 \
       "$ROOT/bench/gpu_vs_torch.py" --loom "$WORK/loom" --data-dir "$WORK/fashion-mnist" \
@@ -382,6 +416,7 @@ main() {
     step cuda_graphs 60 cuda_graphs
     step profile_r18 60 profile_r18
     step profiles 90 profiles
+    step nsys_lenet 90 nsys_lenet
     step modes 90 modes
   fi
   echo
