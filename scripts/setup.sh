@@ -10,6 +10,9 @@ packages=(
   libeigen3-dev libopenblas-dev libprotobuf-dev protobuf-compiler libabsl-dev
   libopenmpi-dev openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   pybind11-dev python3-dev
+  # DLPack's header (the Python package's tensor exchange with PyTorch and JAX); pytest runs the
+  # Python package's tests
+  libdlpack-dev python3-pytest
   # oneDNN: the Float32 convolutions' fastest path (backends/cpu/conv_dnnl.h)
   libdnnl-dev
   # OpenSSL's libcrypto: SHA-256 of the trained weights (loom train --json); nlohmann-json: the

@@ -1,0 +1,50 @@
+"""loom: a graph-mode deep-learning framework in the family of MindSpore, from Python.
+
+    import numpy as np
+    import loom
+    from loom import ops
+
+    x = loom.Tensor(np.ones((2, 3), np.float32))   # shares the array's memory
+    y = ops.ReLU(ops.Sub(x, 0.5))                   # eager: runs the kernel now
+    y.asnumpy()                                     # a NumPy view of y's memory
+
+    def f(x, w):
+        return ops.ReduceSum(ops.Mul(ops.MatMul(x, w), 2.0), axis=(), keep_dims=False)
+    dx, dw = loom.grad(f, grad_position=(0, 1))(x, loom.Tensor(np.ones((3, 4), np.float32)))
+
+The package wraps loom's C++ core (loom._loom): every op of its registry (loom.ops), tensors that
+share memory with NumPy and DLPack, and gradients of Python functions by source transformation.
+"""
+from loom import _loom
+from loom._loom import (  # noqa: F401
+    DType,
+    LoomError,
+    LoomFormatError,
+    LoomInternalError,
+    LoomShapeError,
+    LoomTypeError,
+    LoomValueError,
+    Tensor,
+    Var,
+    from_dlpack,
+)
+
+float32 = DType.float32
+float64 = DType.float64
+float16 = DType.float16
+bfloat16 = DType.bfloat16
+int32 = DType.int32
+int64 = DType.int64
+uint8 = DType.uint8
+bool_ = DType.bool_
+
+from loom import ops  # noqa: E402
+from loom import _tensor_methods  # noqa: E402,F401  (operators of Tensor and Var)
+from loom._autodiff import grad, value_and_grad  # noqa: E402
+
+__all__ = [
+    "DType", "Tensor", "Var", "from_dlpack", "ops", "grad", "value_and_grad",
+    "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool_",
+    "LoomError", "LoomValueError", "LoomShapeError", "LoomTypeError", "LoomFormatError",
+    "LoomInternalError",
+]

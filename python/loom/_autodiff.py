@@ -1,0 +1,68 @@
+"""loom.grad and loom.value_and_grad: MindSpore's functional autodiff on Python functions.
+
+The function is traced once per signature of its tensor arguments (their dtypes and shapes) into
+loom's IR, differentiated by source transformation (the same autodiff as C++ networks) and
+compiled; later calls with that signature only run the compiled gradient.
+"""
+from loom import _loom
+from loom._loom import Tensor
+
+
+def _positions(grad_position, n):
+    if isinstance(grad_position, int):
+        if not -n <= grad_position < n:
+            raise ValueError(f"grad: expected grad_position in [-{n}, {n}), got {grad_position}")
+        return grad_position % n, True
+    positions = tuple(grad_position)
+    for p in positions:
+        if not isinstance(p, int) or not -n <= p < n:
+            raise ValueError(f"grad: expected grad_position entries in [-{n}, {n}), got {p}")
+    return tuple(p % n for p in positions), False
+
+
+def _compiled(fn, cache, args, return_value):
+    tensors = [a if isinstance(a, Tensor) else Tensor(a) for a in args]
+    key = tuple((t.dtype, t.shape) for t in tensors)
+    g = cache.get(key)
+    if g is None:
+        name = getattr(fn, "__name__", "fn")
+        if not name.isidentifier():
+            name = "fn"
+        g = _loom.GradFunction(fn, [(t.dtype, list(t.shape)) for t in tensors], return_value,
+                               name)
+        cache[key] = g
+    return g.run(tensors)
+
+
+def _select(grads, grad_position):
+    positions, single = _positions(grad_position, len(grads))
+    return grads[positions] if single else tuple(grads[p] for p in positions)
+
+
+def grad(fn, grad_position=0):
+    """The gradient of fn's (tensor) output with respect to the arguments at grad_position (an
+    index: one tensor; a tuple of indices: a tuple of tensors), as a function of fn's
+    arguments. The output's gradient is ones_like(output) (a scalar output: d output / d x)."""
+    cache = {}
+
+    def grad_fn(*args):
+        if not args:
+            raise ValueError("grad: expected the function's arguments, got none")
+        return _select(_compiled(fn, cache, args, False), grad_position)
+
+    grad_fn.__name__ = f"grad_{getattr(fn, '__name__', 'fn')}"
+    return grad_fn
+
+
+def value_and_grad(fn, grad_position=0):
+    """As grad, returning (fn's output, the gradients)."""
+    cache = {}
+
+    def value_and_grad_fn(*args):
+        if not args:
+            raise ValueError("value_and_grad: expected the function's arguments, got none")
+        value, grads = _compiled(fn, cache, args, True)
+        return value, _select(grads, grad_position)
+
+    value_and_grad_fn.__name__ = f"value_and_grad_{getattr(fn, '__name__', 'fn')}"
+    return value_and_grad_fn

@@ -1,0 +1,118 @@
+"""Operators and methods of loom.Tensor and loom.Var, as MindSpore's Tensor has them: + - * / @,
+unary -, comparisons' arithmetic cousins, indexing with integers, slices, ``...`` and ``None``,
+astype, reshape, transpose, sum and mean. Each goes through loom.ops, so it runs eagerly on
+tensors and becomes a graph node on a traced Var."""
+from loom import _loom, ops
+from loom._loom import Tensor, Var
+
+
+def _binary(op, reflected=False):
+    def method(self, other):
+        return op(other, self) if reflected else op(self, other)
+    return method
+
+
+def _index_attrs(key, shape):
+    """StridedSlice's attributes (MindSpore's masks) for a basic index."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    begin, end, strides = [], [], []
+    begin_mask = end_mask = ellipsis_mask = new_axis_mask = shrink_mask = 0
+    axis = 0  # the axis of shape the next key element indexes
+    explicit = sum(1 for k in key if k is not None and k is not Ellipsis)
+    for i, k in enumerate(key):
+        if k is Ellipsis:
+            ellipsis_mask |= 1 << i
+            begin.append(0), end.append(0), strides.append(1)
+            axis += len(shape) - explicit
+        elif k is None:
+            new_axis_mask |= 1 << i
+            begin.append(0), end.append(0), strides.append(1)
+        elif isinstance(k, slice):
+            step = 1 if k.step is None else int(k.step)
+            if k.start is None:
+                begin_mask |= 1 << i
+            if k.stop is None:
+                end_mask |= 1 << i
+            begin.append(0 if k.start is None else int(k.start))
+            end.append(0 if k.stop is None else int(k.stop))
+            strides.append(step)
+            axis += 1
+        elif isinstance(k, int) and not isinstance(k, bool):
+            if axis >= len(shape):
+                raise IndexError(f"index {k} on a tensor of rank {len(shape)}: too many indices")
+            n = shape[axis]
+            if not -n <= k < n:
+                raise IndexError(f"index {k} is out of bounds for axis {axis} with size {n}")
+            k = k + n if k < 0 else k
+            begin.append(k), end.append(k + 1), strides.append(1)
+            shrink_mask |= 1 << i
+            axis += 1
+        else:
+            raise TypeError("Tensor indexing: expected integers, slices, ... or None, got "
+                            f"{type(k).__name__} (use ops.Gather for index tensors)")
+    return dict(begin=tuple(begin), end=tuple(end), strides=tuple(strides),
+                begin_mask=begin_mask, end_mask=end_mask, ellipsis_mask=ellipsis_mask,
+                new_axis_mask=new_axis_mask, shrink_axis_mask=shrink_mask)
+
+
+def _getitem(self, key):
+    return ops.StridedSlice(self, **_index_attrs(key, self.shape))
+
+
+def _astype(self, dtype):
+    return ops.Cast(self, dst_type=dtype)
+
+
+def _reshape(self, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return ops.Reshape(self, shape=tuple(int(s) for s in shape))
+
+
+def _transpose(self, *perm):
+    if not perm:
+        perm = tuple(reversed(range(len(self.shape))))
+    elif len(perm) == 1 and isinstance(perm[0], (tuple, list)):
+        perm = tuple(perm[0])
+    return ops.Transpose(self, perm=tuple(int(p) for p in perm))
+
+
+def _axes(axis):
+    if axis is None:
+        return ()
+    return (int(axis),) if isinstance(axis, int) else tuple(int(a) for a in axis)
+
+
+def _sum(self, axis=None, keepdims=False):
+    return ops.ReduceSum(self, axis=_axes(axis), keep_dims=keepdims)
+
+
+def _mean(self, axis=None, keepdims=False):
+    return ops.ReduceMean(self, axis=_axes(axis), keep_dims=keepdims)
+
+
+for _cls in (Tensor, Var):
+    _cls.__add__ = _binary(ops.Add)
+    _cls.__radd__ = _binary(ops.Add, True)
+    _cls.__sub__ = _binary(ops.Sub)
+    _cls.__rsub__ = _binary(ops.Sub, True)
+    _cls.__mul__ = _binary(ops.Mul)
+    _cls.__rmul__ = _binary(ops.Mul, True)
+    _cls.__truediv__ = _binary(ops.RealDiv)
+    _cls.__rtruediv__ = _binary(ops.RealDiv, True)
+    _cls.__matmul__ = _binary(ops.MatMul)
+    _cls.__pow__ = _binary(ops.Pow)
+    _cls.__neg__ = lambda self: ops.Neg(self)
+    _cls.__getitem__ = _getitem
+    _cls.astype = _astype
+    _cls.reshape = _reshape
+    _cls.transpose = _transpose
+    _cls.sum = _sum
+    _cls.mean = _mean
+    _cls.T = property(lambda self: _transpose(self))
+del _cls
+
+# A Python number on the left of a Tensor operator takes the tensor's dtype (ops convert numbers
+# to the first tensor argument's dtype, which the reflected methods pass second).
+_loom  # noqa: B018  (the module the operators call through)

@@ -1,0 +1,98 @@
+// Gradients of Python functions: the function is traced once per input signature into a graph
+// (its arguments become the graph's parameters as loom.Var; the loom.ops it calls become nodes),
+// autodiff::grad builds the gradient graph, and a CompiledFunction compiles it on the context's
+// device. loom.grad and loom.value_and_grad (python/loom/_autodiff.py) keep one GradFunction per
+// signature.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/autodiff/grad.h"
+#include "core/ir/abstract.h"
+#include "core/ir/anf.h"
+#include "core/ir/error.h"
+#include "core/ir/verify.h"
+#include "core/passes/infer.h"
+#include "core/trace/tracer.h"
+#include "nn/context.h"
+#include "python/src/bindings.h"
+#include "runtime/compiled_function.h"
+
+namespace loom::python {
+
+namespace {
+
+class GradFunction {
+ public:
+  // Traces fn on tensors of `signature` (dtype, shape each) and differentiates it with respect to
+  // every argument; return_value: the compiled graph returns (output, gradients).
+  GradFunction(const py::function& fn, const std::vector<std::pair<DType, Shape>>& signature,
+               bool return_value, const std::string& name)
+      : module_(std::make_unique<ir::Module>()) {
+    ir::FuncGraph* f = module_->add_graph(name);
+    std::vector<ops::Var> params;
+    for (std::size_t i = 0; i < signature.size(); ++i) {
+      params.emplace_back(f->add_parameter(
+          "x" + std::to_string(i), ir::Abstract::tensor(signature[i].first, signature[i].second)));
+    }
+    {
+      trace::Tracer tracer(f);
+      trace::TracerScope scope(tracer);
+      py::tuple args(params.size());
+      for (std::size_t i = 0; i < params.size(); ++i) args[i] = py::cast(params[i]);
+      py::object out = fn(*args);
+      if (py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out)) {
+        throw TypeError(name + ": expected the function to return one tensor to differentiate, "
+                        "got a " + std::string(py::str(py::type::of(out).attr("__name__"))));
+      }
+      ops::Var o = to_var(out);
+      if (o.is_value()) o = tracer.constant(o.value());
+      f->set_output(o.node());
+    }
+    module_->set_entry(f);
+    passes::infer_graph(f);
+    ir::verify(*module_);
+    autodiff::GradOptions options;
+    options.get_all = true;
+    options.return_value = return_value;
+    ir::FuncGraph* g = autodiff::grad(f, options);
+    fn_ = runtime::CompiledFunction::of_graph(
+        g, runtime::FunctionOptions{.name = name + "_grad", .backend = &nn::context_backend()});
+    for (const auto& [d, s] : signature) signature_.push_back(ir::Abstract::tensor(d, s));
+  }
+
+  // The gradient of every argument (a tuple), after the output when return_value.
+  py::object run(const std::vector<Tensor>& args) {
+    std::vector<ir::Value> values;
+    for (const Tensor& t : args) values.push_back(ir::Value::tensor(t));
+    ir::Value out;
+    runtime::CompiledFunction::Entry& e = fn_->entry(signature_);
+    {
+      py::gil_scoped_release release;
+      out = fn_->run(e, std::move(values));
+    }
+    return from_value(out);
+  }
+
+ private:
+  std::unique_ptr<ir::Module> module_;
+  std::unique_ptr<runtime::CompiledFunction> fn_;
+  std::vector<ir::AbstractPtr> signature_;
+};
+
+}  // namespace
+
+void init_autodiff(py::module_& m) {
+  py::class_<GradFunction>(m, "GradFunction",
+                           "A Python function traced for one input signature, differentiated "
+                           "with respect to every argument and compiled")
+      .def(py::init<const py::function&, const std::vector<std::pair<DType, Shape>>&, bool,
+                    const std::string&>(),
+           py::arg("fn"), py::arg("signature"), py::arg("return_value"), py::arg("name"))
+      .def("run", &GradFunction::run, py::arg("args"));
+}
+
+}  // namespace loom::python

@@ -1,0 +1,41 @@
+// The pieces of loom._loom (python/src/*.cc), each adding its classes and functions to the
+// module: module.cc calls them in this order.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <optional>
+#include <string>
+
+#include "core/ir/dtype.h"
+#include "core/ir/tensor.h"
+#include "core/ir/value.h"
+#include "ops/emitter.h"
+
+namespace loom::python {
+
+namespace py = pybind11;
+
+void init_errors(py::module_& m);    // module.cc: loom's exceptions as Python's
+void init_tensor(py::module_& m);    // tensor.cc: DType, Tensor, NumPy and DLPack
+void init_ops(py::module_& m);       // ops.cc: the op registry, eager calls, Var
+void init_autodiff(py::module_& m);  // autodiff.cc: tracing Python functions, grad
+
+// A Python value as an op's tensor argument: a loom.Tensor, a NumPy array, a Python number (a
+// rank-0 tensor of `like`'s dtype when given, else Float32 / Int64 / Bool), or a Var.
+ops::Var to_var(const py::handle& obj, std::optional<DType> like = std::nullopt);
+// A Value (a tensor, a tuple of them, a scalar) as Python objects: loom.Tensor, tuple, number.
+py::object from_value(const ir::Value& v);
+// A Var as Python: from_value for a concrete value, a loom.Var for a graph node.
+py::object from_var(const ops::Var& v);
+
+// The loom dtype of a NumPy dtype (TypeError naming it when loom has none) and back.
+DType dtype_of_numpy(const py::dtype& dt);
+py::dtype numpy_dtype(DType dtype);
+
+// The Python object that owns outside memory a loom Storage wraps: released under the GIL when
+// the storage goes.
+std::shared_ptr<const void> python_owner(py::object obj);
+
+}  // namespace loom::python
