@@ -2,10 +2,12 @@
 
 The function is traced once per signature of its tensor arguments (their dtypes and shapes) into
 loom's IR, differentiated by source transformation (the same autodiff as C++ networks) and
-compiled; later calls with that signature only run the compiled gradient.
+compiled; later calls with that signature only run the compiled gradient. Called inside another
+function's trace, the gradient is a call of the gradient graph there, so gradients of gradients
+(higher order) come out of the same transform.
 """
 from loom import _loom
-from loom._loom import Tensor
+from loom._loom import Tensor, Var
 
 
 def _positions(grad_position, n):
@@ -20,16 +22,22 @@ def _positions(grad_position, n):
     return tuple(p % n for p in positions), False
 
 
+def _name(fn):
+    name = getattr(fn, "__name__", "fn")
+    return name if name.isidentifier() else "fn"
+
+
 def _compiled(fn, cache, args, return_value):
+    if any(isinstance(a, Var) for a in args):
+        # Inside another function's trace (grad of grad): the gradient becomes a call in that
+        # trace's graph, so it can be differentiated again.
+        return _loom.grad_in_trace(fn, list(args), return_value, _name(fn))
     tensors = [a if isinstance(a, Tensor) else Tensor(a) for a in args]
     key = tuple((t.dtype, t.shape) for t in tensors)
     g = cache.get(key)
     if g is None:
-        name = getattr(fn, "__name__", "fn")
-        if not name.isidentifier():
-            name = "fn"
         g = _loom.GradFunction(fn, [(t.dtype, list(t.shape)) for t in tensors], return_value,
-                               name)
+                               _name(fn))
         cache[key] = g
     return g.run(tensors)
 

@@ -25,6 +25,62 @@ namespace loom::python {
 
 namespace {
 
+// Traces fn into a new graph of `module` on parameters of the given abstracts; its output is fn's
+// one tensor result.
+ir::FuncGraph* trace_function(ir::Module& module, const py::function& fn,
+                              const std::vector<ir::AbstractPtr>& inputs, const std::string& name) {
+  ir::FuncGraph* f = module.add_graph(name);
+  std::vector<ops::Var> params;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    params.emplace_back(f->add_parameter("x" + std::to_string(i), inputs[i]));
+  }
+  trace::Tracer tracer(f);
+  trace::TracerScope scope(tracer);
+  py::tuple args(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) args[i] = py::cast(params[i]);
+  py::object out = fn(*args);
+  if (py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out)) {
+    throw TypeError(name + ": expected the function to return one tensor to differentiate, "
+                    "got a " + std::string(py::str(py::type::of(out).attr("__name__"))));
+  }
+  ops::Var o = to_var(out);
+  if (o.is_value()) o = tracer.constant(o.value());
+  f->set_output(o.node());
+  passes::infer_graph(f);
+  return f;
+}
+
+ir::FuncGraph* grad_graph(ir::FuncGraph* f, bool return_value) {
+  autodiff::GradOptions options;
+  options.get_all = true;
+  options.return_value = return_value;
+  ir::FuncGraph* g = autodiff::grad(f, options);
+  passes::infer_graph(g);
+  return g;
+}
+
+// grad inside another function's trace (higher order): fn traced into the enclosing graph's
+// module, differentiated, and called from the enclosing graph on `args` (its Vars), so that the
+// enclosing trace can itself be differentiated.
+py::object grad_in_trace(const py::function& fn, const py::list& args, bool return_value,
+                         const std::string& name) {
+  trace::Tracer* outer = trace::current_tracer();
+  if (outer == nullptr) throw InternalError("grad_in_trace: expected an enclosing trace");
+  std::vector<ops::Var> vars;
+  std::vector<ir::AbstractPtr> inputs;
+  for (const py::handle& a : args) {
+    vars.push_back(to_var(a));
+    inputs.push_back(outer->abstract_of(vars.back()));
+  }
+  ir::FuncGraph* f = trace_function(*outer->target()->module(), fn, inputs, name);
+  ir::FuncGraph* g = grad_graph(f, return_value);
+  std::vector<ir::Node*> nodes;
+  for (const ops::Var& v : vars) nodes.push_back(outer->node_of(v));
+  ir::CNode* call = outer->target()->add_call(g, nodes, outer->debug_for("grad"));
+  call->set_abstract(g->output()->abstract());
+  return from_var(ops::Var(call));
+}
+
 class GradFunction {
  public:
   // Traces fn on tensors of `signature` (dtype, shape each) and differentiates it with respect to
@@ -32,33 +88,12 @@ class GradFunction {
   GradFunction(const py::function& fn, const std::vector<std::pair<DType, Shape>>& signature,
                bool return_value, const std::string& name)
       : module_(std::make_unique<ir::Module>()) {
-    ir::FuncGraph* f = module_->add_graph(name);
-    std::vector<ops::Var> params;
-    for (std::size_t i = 0; i < signature.size(); ++i) {
-      params.emplace_back(f->add_parameter(
-          "x" + std::to_string(i), ir::Abstract::tensor(signature[i].first, signature[i].second)));
-    }
-    {
-      trace::Tracer tracer(f);
-      trace::TracerScope scope(tracer);
-      py::tuple args(params.size());
-      for (std::size_t i = 0; i < params.size(); ++i) args[i] = py::cast(params[i]);
-      py::object out = fn(*args);
-      if (py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out)) {
-        throw TypeError(name + ": expected the function to return one tensor to differentiate, "
-                        "got a " + std::string(py::str(py::type::of(out).attr("__name__"))));
-      }
-      ops::Var o = to_var(out);
-      if (o.is_value()) o = tracer.constant(o.value());
-      f->set_output(o.node());
-    }
+    std::vector<ir::AbstractPtr> inputs;
+    for (const auto& [d, s] : signature) inputs.push_back(ir::Abstract::tensor(d, s));
+    ir::FuncGraph* f = trace_function(*module_, fn, inputs, name);
     module_->set_entry(f);
-    passes::infer_graph(f);
     ir::verify(*module_);
-    autodiff::GradOptions options;
-    options.get_all = true;
-    options.return_value = return_value;
-    ir::FuncGraph* g = autodiff::grad(f, options);
+    ir::FuncGraph* g = grad_graph(f, return_value);
     fn_ = runtime::CompiledFunction::of_graph(
         g, runtime::FunctionOptions{.name = name + "_grad", .backend = &nn::context_backend()});
     for (const auto& [d, s] : signature) signature_.push_back(ir::Abstract::tensor(d, s));
@@ -93,6 +128,8 @@ void init_autodiff(py::module_& m) {
                     const std::string&>(),
            py::arg("fn"), py::arg("signature"), py::arg("return_value"), py::arg("name"))
       .def("run", &GradFunction::run, py::arg("args"));
+  m.def("grad_in_trace", &grad_in_trace, py::arg("fn"), py::arg("args"), py::arg("return_value"),
+        py::arg("name"));
 }
 
 }  // namespace loom::python

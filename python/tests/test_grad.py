@@ -76,3 +76,23 @@ def test_grad_position_out_of_range():
     with pytest.raises(ValueError, match="grad_position"):
         loom.grad(lambda x: ops.ReduceSum(x, axis=(), keep_dims=False), grad_position=2)(
             np.ones(2))
+
+
+def test_higher_order_gradients():
+    x = rand(5, seed=7)
+
+    def f(x):
+        return ops.ReduceSum(ops.Tanh(x) * x * x, axis=(), keep_dims=False)
+
+    def df_sum(x):  # sum of d f / d x: a scalar function of x again
+        return ops.ReduceSum(loom.grad(f)(x), axis=(), keep_dims=False)
+
+    d2 = loom.grad(df_sum)(loom.Tensor(x))
+    tx = torch.tensor(x, requires_grad=True)
+    (g,) = torch.autograd.grad((torch.tanh(tx) * tx * tx).sum(), tx, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), tx, create_graph=True)
+    np.testing.assert_allclose(d2.asnumpy(), h.detach().numpy(), rtol=1e-10, atol=1e-12)
+    # third order
+    d3 = loom.grad(lambda x: ops.ReduceSum(loom.grad(df_sum)(x), axis=(), keep_dims=False))(x)
+    (h2,) = torch.autograd.grad(h.sum(), tx)
+    np.testing.assert_allclose(d3.asnumpy(), h2.numpy(), rtol=1e-9, atol=1e-11)
