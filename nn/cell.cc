@@ -43,12 +43,14 @@ const std::string& project_root() {
   return root;
 }
 
-// Relative to the project root when under it; nullopt for the nn library's own files.
+// Relative to the project root when under it; nullopt for the nn library's own files and the
+// Python bindings'.
 std::optional<trace::Site> user_site(const std::source_location& loc) {
   std::string file = loc.file_name();
   const std::string& root = project_root();
   if (!root.empty() && file.rfind(root, 0) == 0) file = file.substr(root.size());
-  if (file.rfind("nn/", 0) == 0) return std::nullopt;
+  // The Python bindings' own calls are not user code either: Python callers pass their sites.
+  if (file.rfind("nn/", 0) == 0 || file.rfind("python/src/", 0) == 0) return std::nullopt;
   return trace::Site{std::move(file), static_cast<int>(loc.line())};
 }
 
@@ -214,13 +216,28 @@ ops::Var Cell::operator()(std::vector<ops::Var> inputs, SourceLocation loc) {
       })) {
     return call_compiled(inputs, loc);
   }
-  if (trace::scope_depth() == 0) trace::error_has_path() = false;
   // This call's site becomes the current user call site (when it is user code), and the op site
   // of an enclosing free function no longer applies inside.
   const std::optional<trace::Site> site = user_site(loc);
+  return call_in_scope(inputs, site ? &*site : nullptr);
+}
+
+ops::Var Cell::call_at(std::vector<ops::Var> inputs, const trace::Site* site) {
+  if (context_mode() == ExecMode::kGraph && trace::scope_depth() == 0 &&
+      trace::current() == nullptr &&
+      std::all_of(inputs.begin(), inputs.end(), [](const ops::Var& v) {
+        return v.is_value() && v.value().is_tensor();
+      })) {
+    return call_compiled(inputs, SourceLocation::current());
+  }
+  return call_in_scope(inputs, site);
+}
+
+ops::Var Cell::call_in_scope(const std::vector<ops::Var>& inputs, const trace::Site* site) {
+  if (trace::scope_depth() == 0) trace::error_has_path() = false;
   trace::ScopeGuard scope(
       trace::scope_depth() == 0 || registered_name_.empty() ? cls_name_ : registered_name_,
-      site ? &*site : nullptr);
+      site);
   try {
     ops::Var out = construct(inputs);
     trace::error_has_path() = false;  // an error a construct caught and recovered from is forgotten

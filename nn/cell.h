@@ -214,6 +214,9 @@ class Cell {
   }
   ops::Var operator()(std::vector<ops::Var> inputs,
                       SourceLocation loc = SourceLocation::current());
+  // The same call made from another language (Python): `site` (may be null: none) is the call
+  // site recorded on the nodes traced inside, as `loc` is above.
+  ops::Var call_at(std::vector<ops::Var> inputs, const trace::Site* site);
 
   // A parameter with an explicit value / drawn by `init` from RandomStream(full name). The
   // returned reference stays valid for the Cell's lifetime. Throws ValueError on a repeated name.
@@ -266,6 +269,7 @@ class Cell {
 
  private:
   ops::Var call_compiled(const std::vector<ops::Var>& inputs, SourceLocation loc);
+  ops::Var call_in_scope(const std::vector<ops::Var>& inputs, const trace::Site* site);
   void add_child(std::string name, std::shared_ptr<Cell> cell);
   void prefix_names(const std::string& prefix);
 

@@ -38,11 +38,30 @@ int64 = DType.int64
 uint8 = DType.uint8
 bool_ = DType.bool_
 
+GRAPH_MODE = 0
+PYNATIVE_MODE = 1
+
+
+def set_context(mode=None, device_target=None):
+    """MindSpore's set_context: mode GRAPH_MODE (compiled, the default) or PYNATIVE_MODE (op by
+    op), device_target "CPU" or "GPU"."""
+    _loom.set_context(mode, device_target)
+
+
+def set_seed(seed, deterministic=False):
+    """seed_all: the seed of every random stream (initializers, shuffles, dropout masks);
+    deterministic also picks the kernels that repeat bitwise."""
+    _loom.seed_all(seed, deterministic)
+
+
 from loom import ops  # noqa: E402
 from loom import _tensor_methods  # noqa: E402,F401  (operators of Tensor and Var)
 from loom._autodiff import grad, value_and_grad  # noqa: E402
+from loom import nn  # noqa: E402
+from loom.nn import Parameter  # noqa: E402
 
 __all__ = [
+    "GRAPH_MODE", "PYNATIVE_MODE", "set_context", "set_seed", "nn", "Parameter",
     "DType", "Tensor", "Var", "from_dlpack", "ops", "grad", "value_and_grad",
     "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool_",
     "LoomError", "LoomValueError", "LoomShapeError", "LoomTypeError", "LoomFormatError",

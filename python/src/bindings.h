@@ -5,6 +5,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -13,14 +14,29 @@
 #include "core/ir/value.h"
 #include "ops/emitter.h"
 
+namespace loom::nn {
+class Cell;
+struct Parameter;
+}  // namespace loom::nn
+
 namespace loom::python {
 
 namespace py = pybind11;
+
+// A parameter of a Cell as Python sees it: the Cell (kept alive) and its Parameter.
+struct ParamRef {
+  std::shared_ptr<nn::Cell> owner;
+  nn::Parameter* param;
+};
+// The Var standing for the parameter in the Cell's construct (Cell::param: the value in PyNative
+// mode, the graph weight while tracing).
+ops::Var param_var(ParamRef& ref);
 
 void init_errors(py::module_& m);    // module.cc: loom's exceptions as Python's
 void init_tensor(py::module_& m);    // tensor.cc: DType, Tensor, NumPy and DLPack
 void init_ops(py::module_& m);       // ops.cc: the op registry, eager calls, Var
 void init_autodiff(py::module_& m);  // autodiff.cc: tracing Python functions, grad
+void init_cells(py::module_& m);     // cell.cc: Cells in Python, layers, context, seed
 
 // A Python value as an op's tensor argument: a loom.Tensor, a NumPy array, a Python number (a
 // rank-0 tensor of `like`'s dtype when given, else Float32 / Int64 / Bool), or a Var.

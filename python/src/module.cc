@@ -59,4 +59,5 @@ PYBIND11_MODULE(_loom, m) {
   loom::python::init_tensor(m);
   loom::python::init_ops(m);
   loom::python::init_autodiff(m);
+  loom::python::init_cells(m);
 }

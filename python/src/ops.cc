@@ -71,6 +71,7 @@ ir::Primitive::Attrs attrs_of(const ops::OpDef& def, const py::dict& kwargs) {
 std::optional<DType> first_dtype(const py::list& args) {
   for (const py::handle& a : args) {
     if (py::isinstance<Tensor>(a)) return a.cast<Tensor>().dtype();
+    if (py::isinstance<ParamRef>(a)) return a.cast<ParamRef&>().param->value.dtype();
     if (py::isinstance<ops::Var>(a)) {
       const ir::AbstractPtr ab = nn::current_emitter().abstract_of(a.cast<ops::Var>());
       if (ab && ab->is_tensor()) return ab->dtype();
@@ -145,6 +146,10 @@ py::dict op_info(const std::string& name) {
 
 ops::Var to_var(const py::handle& obj, std::optional<DType> like) {
   if (py::isinstance<ops::Var>(obj)) return obj.cast<ops::Var>();
+  if (py::isinstance<ParamRef>(obj)) {
+    ParamRef& ref = obj.cast<ParamRef&>();
+    return param_var(ref);
+  }
   if (py::isinstance<Tensor>(obj)) return ops::Var(ir::Value::tensor(obj.cast<Tensor>()));
   if (py::isinstance<py::bool_>(obj) || py::isinstance<py::int_>(obj) ||
       py::isinstance<py::float_>(obj)) {
