@@ -59,9 +59,12 @@ from loom import _tensor_methods  # noqa: E402,F401  (operators of Tensor and Va
 from loom._autodiff import grad, value_and_grad  # noqa: E402
 from loom import nn  # noqa: E402
 from loom.nn import Parameter  # noqa: E402
+from loom import dataset  # noqa: E402
+from loom.train import Callback, LossMonitor, Model, TimeMonitor  # noqa: E402
 
 __all__ = [
-    "GRAPH_MODE", "PYNATIVE_MODE", "set_context", "set_seed", "nn", "Parameter",
+    "GRAPH_MODE", "PYNATIVE_MODE", "set_context", "set_seed", "nn", "Parameter", "dataset",
+    "Model", "Callback", "LossMonitor", "TimeMonitor",
     "DType", "Tensor", "Var", "from_dlpack", "ops", "grad", "value_and_grad",
     "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool_",
     "LoomError", "LoomValueError", "LoomShapeError", "LoomTypeError", "LoomFormatError",

@@ -34,6 +34,18 @@ from loom._loom import (  # noqa: F401
     Softmax,
     Tanh,
 )
+from loom._loom import (  # noqa: F401  (losses, wrappers, optimizers)
+    L1Loss,
+    MSELoss,
+    SoftmaxCrossEntropyWithLogits,
+    TrainOneStepCell,
+    WithLossCell,
+    Adam,
+    AdamWeightDecay,
+    Momentum,
+    SGD,
+    Optimizer,
+)
 from loom._loom import Tensor
 from loom.ops import _caller_site
 

@@ -1,0 +1,38 @@
+"""Training: Model, callbacks and the run context, as MindSpore's mindspore.train.
+
+    model = loom.Model(net, loss_fn, optimizer, metrics={"accuracy"})
+    model.train(1, train_dataset, callbacks=[loom.LossMonitor(100), MyCallback()])
+    model.eval(test_dataset)   # {"accuracy": ...}
+
+A callback is any object with some of MindSpore's methods (on_train_begin, on_train_epoch_begin,
+on_train_step_begin, on_train_step_end, on_train_epoch_end, on_train_end), each called with the
+run context (cur_epoch_num, cur_step_num, net_outputs, request_stop(); original_args() returns
+it, as MindSpore's cb_params). Steps run without the GIL; Ctrl-C stops after the current step
+and raises KeyboardInterrupt.
+"""
+from loom._loom import LossMonitor, Model, RunContext, TimeMonitor  # noqa: F401
+
+
+class Callback:
+    """The base of Python callbacks (its methods do nothing; override the ones you need)."""
+
+    def on_train_begin(self, run_context):
+        pass
+
+    def on_train_epoch_begin(self, run_context):
+        pass
+
+    def on_train_step_begin(self, run_context):
+        pass
+
+    def on_train_step_end(self, run_context):
+        pass
+
+    def on_train_epoch_end(self, run_context):
+        pass
+
+    def on_train_end(self, run_context):
+        pass
+
+
+__all__ = ["Model", "Callback", "LossMonitor", "TimeMonitor", "RunContext"]

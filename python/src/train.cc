@@ -1,0 +1,382 @@
+// Training from Python with MindSpore's vocabulary: losses, WithLossCell, the optimizers (given
+// the parameters they update), TrainOneStepCell, Model with metrics and callbacks (Python
+// callbacks run at MindSpore's hook points), and the data pipeline (NumPy slices, the MNIST and
+// CIFAR-10 readers, map / batch / shuffle and the vision transforms). Steps run without the GIL;
+// Ctrl-C stops training after the current step and raises KeyboardInterrupt.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/ir/error.h"
+#include "data/dataset.h"
+#include "nn/callback.h"
+#include "nn/cell.h"
+#include "nn/loss.h"
+#include "nn/metrics.h"
+#include "nn/model.h"
+#include "nn/train.h"
+#include "optim/optimizer.h"
+#include "python/src/bindings.h"
+
+namespace loom::python {
+
+namespace {
+
+// The parameters an optimizer was given, as one group by full name (MindSpore's optimizers
+// update exactly the parameters they are given).
+std::vector<optim::ParamGroup> groups_of(const py::object& params) {
+  if (params.is_none()) return {};
+  optim::ParamGroup g;
+  for (const py::handle& p : params) {
+    if (!py::isinstance<ParamRef>(p)) {
+      throw TypeError("optimizer: expected the parameters to update (net.trainable_params()), "
+                      "got a " + std::string(py::str(py::type::of(p).attr("__name__"))));
+    }
+    g.params.push_back(p.cast<ParamRef&>().param->name);
+  }
+  if (g.params.empty()) throw ValueError("optimizer: expected at least one parameter, got none");
+  return {g};
+}
+
+// A learning rate: a number or a list of per-step values.
+optim::LearningRate learning_rate_of(const py::object& lr) {
+  if (py::isinstance<py::float_>(lr) || py::isinstance<py::int_>(lr)) {
+    return optim::LearningRate(lr.cast<double>());
+  }
+  return optim::LearningRate(lr.cast<std::vector<double>>());
+}
+
+// What a Python callback sees: MindSpore's run_context / cb_params in one object.
+struct PyRunContext {
+  nn::RunContext* rc;
+};
+
+// Ctrl-C: Python sees the signal only when it runs; after each step this callback lets it check
+// and, on KeyboardInterrupt, stops training cleanly (the step done, the callbacks' ends run).
+class InterruptCheck : public nn::Callback {
+ public:
+  void on_train_step_end(nn::RunContext& rc) override {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) stop(rc, py::error_already_set());
+  }
+  void stop(nn::RunContext& rc, py::error_already_set e) {
+    if (!interrupted) interrupted = std::move(e);
+    rc.request_stop();
+  }
+  std::optional<py::error_already_set> interrupted;
+};
+
+// A Python callback at MindSpore's hook points (each method optional). A KeyboardInterrupt
+// raised inside one (Ctrl-C while Python code runs) stops training as InterruptCheck does.
+class PyCallback : public nn::Callback {
+ public:
+  PyCallback(py::object obj, InterruptCheck& interrupts)
+      : obj_(std::move(obj)), interrupts_(interrupts) {}
+  void on_train_begin(nn::RunContext& rc) override { call("on_train_begin", rc); }
+  void on_train_epoch_begin(nn::RunContext& rc) override { call("on_train_epoch_begin", rc); }
+  void on_train_step_begin(nn::RunContext& rc) override { call("on_train_step_begin", rc); }
+  void on_train_step_end(nn::RunContext& rc) override { call("on_train_step_end", rc); }
+  void on_train_epoch_end(nn::RunContext& rc) override { call("on_train_epoch_end", rc); }
+  void on_train_end(nn::RunContext& rc) override { call("on_train_end", rc); }
+
+ private:
+  void call(const char* hook, nn::RunContext& rc) {
+    py::gil_scoped_acquire gil;
+    if (!py::hasattr(obj_, hook)) return;
+    try {
+      obj_.attr(hook)(PyRunContext{&rc});
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_KeyboardInterrupt)) throw;
+      interrupts_.stop(rc, std::move(e));
+    }
+  }
+  py::object obj_;
+  InterruptCheck& interrupts_;
+};
+
+std::map<std::string, std::shared_ptr<nn::Metric>> metrics_of(const py::object& metrics) {
+  std::map<std::string, std::shared_ptr<nn::Metric>> out;
+  if (metrics.is_none()) return out;
+  for (const py::handle& m : metrics) {
+    const std::string name = py::str(m);
+    if (name == "accuracy" || name == "acc") {
+      out[name] = std::make_shared<nn::Accuracy>();
+    } else if (name == "loss") {
+      out[name] = std::make_shared<nn::Loss>();
+    } else {
+      throw ValueError("Model: expected metrics among 'accuracy', 'acc' and 'loss', got '" +
+                       name + "'");
+    }
+  }
+  return out;
+}
+
+void run_training(nn::Model& model, std::int64_t epochs, const data::DatasetPtr& dataset,
+                  const py::object& callbacks) {
+  std::vector<std::unique_ptr<nn::Callback>> owned;
+  std::vector<nn::Callback*> cbs;
+  auto check = std::make_unique<InterruptCheck>();
+  if (!callbacks.is_none()) {
+    py::object list = py::isinstance<py::list>(callbacks) || py::isinstance<py::tuple>(callbacks)
+                          ? callbacks
+                          : py::object(py::make_tuple(callbacks));
+    for (const py::handle& c : list) {
+      if (py::isinstance<nn::Callback>(c)) {
+        cbs.push_back(c.cast<nn::Callback*>());
+      } else {
+        owned.push_back(
+            std::make_unique<PyCallback>(py::reinterpret_borrow<py::object>(c), *check));
+        cbs.push_back(owned.back().get());
+      }
+    }
+  }
+  cbs.push_back(check.get());
+  {
+    py::gil_scoped_release release;
+    model.train(epochs, dataset, cbs);
+  }
+  if (check->interrupted) throw *check->interrupted;
+}
+
+}  // namespace
+
+void init_train(py::module_& m) {
+  // ---- losses and wrappers ----
+  py::class_<nn::SoftmaxCrossEntropyWithLogits, nn::Cell,
+             std::shared_ptr<nn::SoftmaxCrossEntropyWithLogits>>(m, "SoftmaxCrossEntropyWithLogits")
+      .def(py::init<bool, std::string>(), py::arg("sparse") = false,
+           py::arg("reduction") = "mean");
+  py::class_<nn::MSELoss, nn::Cell, std::shared_ptr<nn::MSELoss>>(m, "MSELoss")
+      .def(py::init<std::string>(), py::arg("reduction") = "mean");
+  py::class_<nn::L1Loss, nn::Cell, std::shared_ptr<nn::L1Loss>>(m, "L1Loss")
+      .def(py::init<std::string>(), py::arg("reduction") = "mean");
+  py::class_<nn::WithLossCell, nn::Cell, std::shared_ptr<nn::WithLossCell>>(m, "WithLossCell")
+      .def(py::init<std::shared_ptr<nn::Cell>, std::shared_ptr<nn::Cell>>(), py::arg("backbone"),
+           py::arg("loss_fn"));
+
+  // ---- optimizers ----
+  py::class_<optim::Optimizer, std::shared_ptr<optim::Optimizer>>(m, "Optimizer")
+      .def("__repr__", &optim::Optimizer::describe)
+      .def_property_readonly("global_step", &optim::Optimizer::global_step);
+  py::class_<optim::Momentum, optim::Optimizer, std::shared_ptr<optim::Momentum>>(m, "Momentum")
+      .def(py::init([](const py::object& params, const py::object& lr, double momentum,
+                       double weight_decay, bool use_nesterov) {
+             return std::make_shared<optim::Momentum>(
+                 optim::Momentum::Options{.learning_rate = learning_rate_of(lr),
+                                          .momentum = momentum,
+                                          .weight_decay = weight_decay,
+                                          .use_nesterov = use_nesterov,
+                                          .groups = groups_of(params)});
+           }),
+           py::arg("params"), py::arg("learning_rate") = 0.1, py::arg("momentum") = 0.9,
+           py::arg("weight_decay") = 0.0, py::arg("use_nesterov") = false);
+  py::class_<optim::SGD, optim::Optimizer, std::shared_ptr<optim::SGD>>(m, "SGD")
+      .def(py::init([](const py::object& params, const py::object& lr, double momentum,
+                       double dampening, double weight_decay, bool nesterov) {
+             return std::make_shared<optim::SGD>(
+                 optim::SGD::Options{.learning_rate = learning_rate_of(lr),
+                                     .momentum = momentum,
+                                     .dampening = dampening,
+                                     .weight_decay = weight_decay,
+                                     .nesterov = nesterov,
+                                     .groups = groups_of(params)});
+           }),
+           py::arg("params"), py::arg("learning_rate") = 0.1, py::arg("momentum") = 0.0,
+           py::arg("dampening") = 0.0, py::arg("weight_decay") = 0.0,
+           py::arg("nesterov") = false);
+  py::class_<optim::Adam, optim::Optimizer, std::shared_ptr<optim::Adam>>(m, "Adam")
+      .def(py::init([](const py::object& params, const py::object& lr, double beta1, double beta2,
+                       double eps, double weight_decay) {
+             return std::make_shared<optim::Adam>(
+                 optim::Adam::Options{.learning_rate = learning_rate_of(lr),
+                                      .beta1 = beta1,
+                                      .beta2 = beta2,
+                                      .eps = eps,
+                                      .weight_decay = weight_decay,
+                                      .groups = groups_of(params)});
+           }),
+           py::arg("params"), py::arg("learning_rate") = 1e-3, py::arg("beta1") = 0.9,
+           py::arg("beta2") = 0.999, py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.0);
+  py::class_<optim::AdamWeightDecay, optim::Optimizer, std::shared_ptr<optim::AdamWeightDecay>>(
+      m, "AdamWeightDecay")
+      .def(py::init([](const py::object& params, const py::object& lr, double beta1, double beta2,
+                       double eps, double weight_decay) {
+             return std::make_shared<optim::AdamWeightDecay>(
+                 optim::AdamWeightDecay::Options{.learning_rate = learning_rate_of(lr),
+                                                 .beta1 = beta1,
+                                                 .beta2 = beta2,
+                                                 .eps = eps,
+                                                 .weight_decay = weight_decay,
+                                                 .groups = groups_of(params)});
+           }),
+           py::arg("params"), py::arg("learning_rate") = 1e-3, py::arg("beta1") = 0.9,
+           py::arg("beta2") = 0.999, py::arg("eps") = 1e-6, py::arg("weight_decay") = 0.0);
+
+  // ---- one training step ----
+  py::class_<nn::TrainOneStepCell, std::shared_ptr<nn::TrainOneStepCell>>(m, "TrainOneStepCell")
+      .def(py::init([](std::shared_ptr<nn::Cell> network,
+                       std::shared_ptr<optim::Optimizer> optimizer) {
+             return std::make_shared<nn::TrainOneStepCell>(std::move(network), optimizer);
+           }),
+           py::arg("network"), py::arg("optimizer"))
+      .def(
+          "__call__",
+          [](nn::TrainOneStepCell& s, const py::object& data, const py::object& label) {
+            const Tensor x = to_var(data).value().as_tensor();
+            const Tensor y = to_var(label).value().as_tensor();
+            Tensor loss;
+            {
+              py::gil_scoped_release release;
+              loss = s.step(x, y);
+            }
+            return loss;
+          },
+          py::arg("data"), py::arg("label"), "One step: the loss before the update")
+      .def_property_readonly("num_steps", &nn::TrainOneStepCell::num_steps)
+      .def_property_readonly("num_compilations", &nn::TrainOneStepCell::num_compilations);
+
+  // ---- callbacks ----
+  py::class_<nn::Callback>(m, "_NativeCallback");
+  py::class_<nn::LossMonitor, nn::Callback>(m, "LossMonitor")
+      .def(py::init<std::int64_t>(), py::arg("per_print_times") = 1);
+  py::class_<nn::TimeMonitor, nn::Callback>(m, "TimeMonitor").def(py::init<>());
+  py::class_<PyRunContext>(m, "RunContext",
+                           "MindSpore's run_context and cb_params in one: original_args() is the "
+                           "object itself")
+      .def("original_args", [](PyRunContext& r) { return r; })
+      .def("request_stop", [](PyRunContext& r) { r.rc->request_stop(); })
+      .def_property_readonly("epoch_num", [](const PyRunContext& r) { return r.rc->epoch_num; })
+      .def_property_readonly("cur_epoch_num",
+                             [](const PyRunContext& r) { return r.rc->cur_epoch_num; })
+      .def_property_readonly("batch_num", [](const PyRunContext& r) { return r.rc->batch_num; })
+      .def_property_readonly("cur_step_num",
+                             [](const PyRunContext& r) { return r.rc->cur_step_num; })
+      .def_property_readonly("step_in_epoch",
+                             [](const PyRunContext& r) { return r.rc->step_in_epoch; })
+      .def_property_readonly("net_outputs", [](const PyRunContext& r) { return r.rc->loss; })
+      .def_property_readonly("epoch_loss_mean",
+                             [](const PyRunContext& r) { return r.rc->epoch_loss_mean; })
+      .def_property_readonly("metrics", [](const PyRunContext& r) { return r.rc->metrics; });
+
+  // ---- Model ----
+  py::class_<nn::Model, std::shared_ptr<nn::Model>>(m, "Model")
+      .def(py::init([](std::shared_ptr<nn::Cell> network, std::shared_ptr<nn::Cell> loss_fn,
+                       std::shared_ptr<optim::Optimizer> optimizer, const py::object& metrics) {
+             if (!optimizer) {
+               throw ValueError("Model: expected an optimizer (evaluation-only Models are not "
+                                "supported yet), got None");
+             }
+             return std::make_shared<nn::Model>(std::move(network), std::move(loss_fn),
+                                                std::move(optimizer), metrics_of(metrics));
+           }),
+           py::arg("network"), py::arg("loss_fn"), py::arg("optimizer"),
+           py::arg("metrics") = py::none())
+      .def(
+          "train",
+          [](nn::Model& model, std::int64_t epoch, const data::DatasetPtr& train_dataset,
+             const py::object& callbacks, bool dataset_sink_mode) {
+            if (dataset_sink_mode) {
+              throw ValueError("Model.train: dataset_sink_mode=True is not supported (loom feeds "
+                               "batches from the host)");
+            }
+            run_training(model, epoch, train_dataset, callbacks);
+          },
+          py::arg("epoch"), py::arg("train_dataset"), py::arg("callbacks") = py::none(),
+          py::arg("dataset_sink_mode") = false)
+      .def(
+          "eval",
+          [](nn::Model& model, const data::DatasetPtr& valid_dataset) {
+            py::gil_scoped_release release;
+            return model.eval(valid_dataset);
+          },
+          py::arg("valid_dataset"))
+      .def("predict", [](nn::Model& model, const Tensor& x) {
+        py::gil_scoped_release release;
+        return model.predict(x);
+      });
+
+  // ---- data ----
+  py::class_<data::Transform, std::shared_ptr<data::Transform>>(m, "Transform")
+      .def("__repr__", &data::Transform::name);
+  m.def("Rescale", &data::Rescale, py::arg("rescale"), py::arg("shift"));
+  m.def("Normalize", &data::Normalize, py::arg("mean"), py::arg("std"));
+  m.def("HWC2CHW", &data::HWC2CHW);
+  m.def("Resize", &data::Resize, py::arg("size"));
+  m.def("Pad", &data::Pad, py::arg("padding"), py::arg("fill_value") = 0);
+  m.def("RandomCrop", &data::RandomCrop, py::arg("size"),
+        py::arg("padding") = std::vector<std::int64_t>{});
+  m.def("RandomHorizontalFlip", &data::RandomHorizontalFlip, py::arg("prob") = 0.5);
+  m.def("TypeCast", &data::TypeCast, py::arg("data_type"));
+
+  py::class_<data::Dataset, std::shared_ptr<data::Dataset>>(m, "Dataset")
+      .def(
+          "map",
+          [](const data::Dataset& d, const py::object& operations, const std::string& column) {
+            std::vector<data::TransformPtr> ops;
+            if (py::isinstance<data::Transform>(operations)) {
+              ops.push_back(operations.cast<data::TransformPtr>());
+            } else {
+              ops = operations.cast<std::vector<data::TransformPtr>>();
+            }
+            return d.map(std::move(ops), column);
+          },
+          py::arg("operations"), py::arg("input_columns") = "image")
+      .def("shuffle", &data::Dataset::shuffle, py::arg("buffer_size") = 0)
+      .def("batch", &data::Dataset::batch, py::arg("batch_size"),
+           py::arg("drop_remainder") = false)
+      .def("repeat", &data::Dataset::repeat, py::arg("count"))
+      .def("take", &data::Dataset::take, py::arg("count"))
+      .def("get_dataset_size", &data::Dataset::size)
+      .def("get_col_names", &data::Dataset::column_names)
+      .def("__len__", &data::Dataset::size)
+      .def(
+          "__getitem__",
+          [](const data::Dataset& d, std::int64_t i) {
+            if (i < 0 || i >= d.size()) {
+              throw py::index_error("dataset row " + std::to_string(i) + " of " +
+                                    std::to_string(d.size()));
+            }
+            const data::Row row = d.get(0, i);
+            py::tuple t(row.size());
+            for (std::size_t k = 0; k < row.size(); ++k) t[k] = py::cast(row[k]);
+            return t;
+          },
+          "Row i of epoch 0 as a tuple of tensors")
+      .def("__repr__", &data::Dataset::describe);
+  m.def(
+      "NumpySlicesDataset",
+      [](const py::object& data, const std::vector<std::string>& column_names) {
+        std::vector<Tensor> tensors;
+        py::object cols = data;
+        std::vector<std::string> names = column_names;
+        if (py::isinstance<py::dict>(data)) {
+          names.clear();
+          for (const auto& [k, v] : data.cast<py::dict>()) {
+            names.push_back(py::str(k));
+            tensors.push_back(py::module_::import("loom._loom").attr("Tensor")(v).cast<Tensor>());
+          }
+        } else {
+          for (const py::handle& v : data) {
+            tensors.push_back(py::module_::import("loom._loom").attr("Tensor")(v).cast<Tensor>());
+          }
+          if (names.empty()) {
+            for (std::size_t i = 0; i < tensors.size(); ++i) {
+              names.push_back("column_" + std::to_string(i));
+            }
+          }
+        }
+        return data::TensorSlicesDataset(std::move(names), std::move(tensors));
+      },
+      py::arg("data"), py::arg("column_names") = std::vector<std::string>{});
+  m.def("MnistDataset", &data::MnistDataset, py::arg("dataset_dir"), py::arg("usage") = "train");
+  m.def("Cifar10Dataset", &data::Cifar10Dataset, py::arg("dataset_dir"),
+        py::arg("usage") = "train");
+}
+
+}  // namespace loom::python

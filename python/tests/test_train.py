@@ -1,0 +1,160 @@
+"""Cells in Python, training with Model and callbacks, against loom's own C++ training."""
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import loom
+from loom import nn, ops
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python", "examples"))
+import lenet_quickstart as quickstart  # noqa: E402
+
+LOOM = os.environ.get("LOOM", os.path.join(ROOT, "build", "bin", "loom"))
+
+
+def weights_sha256(net):
+    h = hashlib.sha256()
+    for _, p in sorted(net.parameters_and_names(), key=lambda kv: kv[0]):
+        h.update(p.asnumpy().tobytes())
+    return h.hexdigest()
+
+
+def test_a_python_lenet_trains_to_the_weights_of_loom_train_bitwise():
+    out = subprocess.run([LOOM, "train", "lenet", "--epochs", "1", "--deterministic",
+                          "--train-samples", "640", "--test-samples", "64", "--json"],
+                         capture_output=True, text=True, check=True)
+    want = json.loads(out.stdout.strip().splitlines()[-1])
+    loom.set_context(mode=loom.GRAPH_MODE)
+    loom.set_seed(1, deterministic=True)
+    net = quickstart.LeNet5()
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    opt = nn.Momentum(net.trainable_params(), learning_rate=0.01, momentum=0.9)
+    model = loom.Model(net, loss, opt, metrics={"accuracy"})
+    model.train(1, quickstart.create_dataset("train", 32, 640))
+    acc = model.eval(quickstart.create_dataset("test", 32, 64))["accuracy"]
+    assert weights_sha256(net) == want["weights_sha256"]
+    assert acc == pytest.approx(want["test_accuracy"], abs=1e-6)
+
+
+class Net(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Dense(4, 8)
+        self.fc2 = nn.Dense(8, 3)
+        self.scale = nn.Parameter(np.full(8, 0.5, np.float32))
+
+    def construct(self, x):
+        return self.fc2(ops.ReLU(self.fc1(x)) * self.scale)
+
+
+def test_python_cells_register_parameters_by_attribute_and_run_in_both_modes():
+    loom.set_seed(3)
+    net = Net()
+    assert [n for n, _ in net.parameters_and_names()] == [
+        "scale", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+    assert net.fc1.parameters_and_names()[0][1].shape == (8, 4)
+    x = loom.Tensor(np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32))
+    loom.set_context(mode=loom.GRAPH_MODE)
+    y_graph = net(x).asnumpy()
+    assert net.num_compilations == 1
+    net(x)
+    assert net.num_compilations == 1  # one trace per signature
+    loom.set_context(mode=loom.PYNATIVE_MODE)
+    try:
+        y_eager = net(x).asnumpy()
+    finally:
+        loom.set_context(mode=loom.GRAPH_MODE)
+    np.testing.assert_array_equal(y_graph, y_eager)
+
+
+def test_a_shape_error_in_a_python_construct_names_the_line_and_the_cell():
+    class Bad(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(3, 4)  # (2, 4) @ (2, 4) below
+
+        def construct(self, x):
+            return ops.MatMul(self.fc(x), self.fc(x))
+
+    line = Bad.construct.__code__.co_firstlineno + 1
+    with pytest.raises(ValueError) as e:
+        Bad()(loom.Tensor(np.zeros((2, 3), np.float32)))
+    assert f"test_train.py:{line}" in str(e.value)
+    assert "MatMul" in str(e.value) and "Bad" in str(e.value)
+
+
+def small_data(n=64):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((n, 4)).astype(np.float32)
+    y = (x.sum(axis=1) > 0).astype(np.int32)
+    return loom.dataset.NumpySlicesDataset((x, y), column_names=["x", "y"]).batch(8)
+
+
+class Recorder(loom.Callback):
+    def __init__(self, stop_at=None, interrupt_at=None):
+        self.calls = []
+        self.stop_at, self.interrupt_at = stop_at, interrupt_at
+
+    def on_train_begin(self, rc):
+        self.calls.append("begin")
+
+    def on_train_epoch_begin(self, rc):
+        self.calls.append(f"epoch{rc.cur_epoch_num}")
+
+    def on_train_step_end(self, rc):
+        self.calls.append(rc.cur_step_num)
+        assert rc.net_outputs.shape == ()
+        if rc.cur_step_num == self.stop_at:
+            rc.request_stop()
+        if rc.cur_step_num == self.interrupt_at:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def on_train_end(self, rc):
+        self.calls.append("end")
+
+
+def make_model():
+    loom.set_seed(5)
+    net = nn.SequentialCell([nn.Dense(4, 8), nn.ReLU(), nn.Dense(8, 2)])
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True)
+    return loom.Model(net, loss, nn.Momentum(net.trainable_params(), 0.1, 0.9),
+                      metrics={"accuracy", "loss"})
+
+
+def test_python_callbacks_run_at_mindsporess_hook_points():
+    model = make_model()
+    rec = Recorder()
+    model.train(2, small_data(), callbacks=[rec])
+    assert rec.calls == ["begin", "epoch1", 1, 2, 3, 4, 5, 6, 7, 8,
+                         "epoch2", 9, 10, 11, 12, 13, 14, 15, 16, "end"]
+    result = model.eval(small_data())
+    assert set(result) == {"accuracy", "loss"} and result["accuracy"] > 0.5
+    stop = Recorder(stop_at=3)
+    make_model().train(2, small_data(), callbacks=stop)
+    assert stop.calls == ["begin", "epoch1", 1, 2, 3, "end"]
+
+
+def test_ctrl_c_stops_training_after_the_step_and_raises_keyboard_interrupt():
+    rec = Recorder(interrupt_at=2)
+    with pytest.raises(KeyboardInterrupt):
+        make_model().train(2, small_data(), callbacks=[rec])
+    assert rec.calls == ["begin", "epoch1", 1, 2, "end"]
+
+
+def test_train_one_step_cell_from_python():
+    loom.set_seed(5)
+    net = nn.SequentialCell([nn.Dense(4, 8), nn.ReLU(), nn.Dense(8, 2)])
+    step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True)),
+                               nn.SGD(net.trainable_params(), learning_rate=0.5))
+    x, y = small_data()[0]
+    losses = [float(step(x, y).asnumpy()) for _ in range(20)]
+    assert losses[-1] < losses[0] / 2
+    assert step.num_steps == 20
