@@ -42,10 +42,31 @@ GRAPH_MODE = 0
 PYNATIVE_MODE = 1
 
 
-def set_context(mode=None, device_target=None):
+_context = {"save_graphs": False, "save_graphs_path": "."}
+
+
+def set_context(mode=None, device_target=None, save_graphs=None, save_graphs_path=None):
     """MindSpore's set_context: mode GRAPH_MODE (compiled, the default) or PYNATIVE_MODE (op by
-    op), device_target "CPU" or "GPU"."""
+    op), device_target "CPU" or "GPU", save_graphs (True or a level above 0: every compile stage
+    of the graphs compiled from then on is written under save_graphs_path, one folder per
+    compiled function, as `loom train --save-graphs`)."""
     _loom.set_context(mode, device_target)
+    if save_graphs is not None:
+        _context["save_graphs"] = bool(save_graphs)
+    if save_graphs_path is not None:
+        _context["save_graphs_path"] = str(save_graphs_path)
+
+
+def get_context(key):
+    """"mode", "device_target", "save_graphs" or "save_graphs_path"."""
+    if key == "mode":
+        return _loom.get_context_mode()
+    if key == "device_target":
+        return "GPU" if _loom.get_context_device() == "CUDA" else _loom.get_context_device()
+    if key in _context:
+        return _context[key]
+    raise ValueError(f"get_context: expected mode, device_target, save_graphs or "
+                     f"save_graphs_path, got {key!r}")
 
 
 def set_seed(seed, deterministic=False):
@@ -63,7 +84,7 @@ from loom import dataset  # noqa: E402
 from loom.train import Callback, LossMonitor, Model, TimeMonitor  # noqa: E402
 
 __all__ = [
-    "GRAPH_MODE", "PYNATIVE_MODE", "set_context", "set_seed", "nn", "Parameter", "dataset",
+    "GRAPH_MODE", "PYNATIVE_MODE", "set_context", "get_context", "set_seed", "nn", "Parameter", "dataset",
     "Model", "Callback", "LossMonitor", "TimeMonitor",
     "DType", "Tensor", "Var", "from_dlpack", "ops", "grad", "value_and_grad",
     "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool_",

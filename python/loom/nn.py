@@ -38,7 +38,6 @@ from loom._loom import (  # noqa: F401  (losses, wrappers, optimizers)
     L1Loss,
     MSELoss,
     SoftmaxCrossEntropyWithLogits,
-    TrainOneStepCell,
     WithLossCell,
     Adam,
     AdamWeightDecay,
@@ -60,9 +59,23 @@ class Parameter:
         self.requires_grad = requires_grad
 
 
+def _save_graphs(obj):
+    """Points obj's compiled function at set_context's save_graphs_path, once, when asked."""
+    import loom  # noqa: PLC0415  (the package imports this module)
+    if loom._context["save_graphs"] and not getattr(obj, "_graphs_dir_set", False):
+        obj._set_save_graphs_dir(loom._context["save_graphs_path"])
+        try:
+            obj._graphs_dir_set = True
+        except AttributeError:  # a built-in layer's instance has no __dict__
+            pass
+
+
 def _call(self, *inputs):
     """Calls construct: compiled in graph mode (a root call), op by op in PyNative mode."""
-    return self._call(list(inputs), _caller_site() if _loom.tracing() else None)
+    tracing = _loom.tracing()
+    if not tracing:
+        _save_graphs(self)
+    return self._call(list(inputs), _caller_site() if tracing else None)
 
 
 _loom._Cell.__call__ = _call
@@ -85,3 +98,12 @@ class Cell(_loom._Cell):
 
     def construct(self, *inputs):
         raise NotImplementedError(f"{type(self).__name__}: define construct(self, *inputs)")
+
+
+class TrainOneStepCell(_loom.TrainOneStepCell):
+    """One training step of a network with its loss (WithLossCell) and an optimizer:
+    step(data, label) returns the loss before the update."""
+
+    def __call__(self, data, label):
+        _save_graphs(self)
+        return _loom.TrainOneStepCell.__call__(self, data, label)

@@ -10,7 +10,19 @@ run context (cur_epoch_num, cur_step_num, net_outputs, request_stop(); original_
 it, as MindSpore's cb_params). Steps run without the GIL; Ctrl-C stops after the current step
 and raises KeyboardInterrupt.
 """
-from loom._loom import LossMonitor, Model, RunContext, TimeMonitor  # noqa: F401
+from loom import _loom
+from loom._loom import LossMonitor, RunContext, TimeMonitor  # noqa: F401
+
+
+class Model(_loom.Model):
+    """MindSpore's Model: Model(network, loss_fn, optimizer, metrics={"accuracy"}), then
+    train(epoch, train_dataset, callbacks=...), eval(valid_dataset), predict(x)."""
+
+    def __init__(self, network, loss_fn, optimizer, metrics=None):
+        _loom.Model.__init__(self, network, loss_fn, optimizer, metrics)
+        import loom  # noqa: PLC0415
+        if loom._context["save_graphs"]:
+            self._set_save_graphs_dir(loom._context["save_graphs_path"])
 
 
 class Callback:

@@ -18,6 +18,7 @@
 #include "nn/context.h"
 #include "nn/layers.h"
 #include "python/src/bindings.h"
+#include "runtime/compiled_function.h"
 
 namespace loom::python {
 
@@ -141,6 +142,10 @@ void init_cells(py::module_& m) {
            })
       .def("set_train", [](nn::Cell& c, bool mode) { c.set_train(mode); return &c; },
            py::arg("mode") = true, py::return_value_policy::reference)
+      .def("_set_save_graphs_dir",
+           [](nn::Cell& c, const std::string& dir) {
+             c.compiled_function().set_save_graphs_dir(dir);
+           })
       .def_property_readonly("training", &nn::Cell::training)
       .def_property_readonly("cls_name", &nn::Cell::cls_name)
       .def_property_readonly("num_compilations", &nn::Cell::num_compilations);

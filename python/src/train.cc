@@ -23,6 +23,7 @@
 #include "nn/train.h"
 #include "optim/optimizer.h"
 #include "python/src/bindings.h"
+#include "runtime/compiled_function.h"
 
 namespace loom::python {
 
@@ -238,6 +239,10 @@ void init_train(py::module_& m) {
             return loss;
           },
           py::arg("data"), py::arg("label"), "One step: the loss before the update")
+      .def("_set_save_graphs_dir",
+           [](nn::TrainOneStepCell& s, const std::string& dir) {
+             s.compiled_function().set_save_graphs_dir(dir);
+           })
       .def_property_readonly("num_steps", &nn::TrainOneStepCell::num_steps)
       .def_property_readonly("num_compilations", &nn::TrainOneStepCell::num_compilations);
 
@@ -296,6 +301,7 @@ void init_train(py::module_& m) {
             return model.eval(valid_dataset);
           },
           py::arg("valid_dataset"))
+      .def("_set_save_graphs_dir", &nn::Model::set_save_graphs_dir)
       .def("predict", [](nn::Model& model, const Tensor& x) {
         py::gil_scoped_release release;
         return model.predict(x);
