@@ -37,6 +37,8 @@ void init_tensor(py::module_& m);    // tensor.cc: DType, Tensor, NumPy and DLPa
 void init_ops(py::module_& m);       // ops.cc: the op registry, eager calls, Var
 void init_autodiff(py::module_& m);  // autodiff.cc: tracing Python functions, grad
 void init_cells(py::module_& m);     // cell.cc: Cells in Python, layers, context, seed
+void init_train(py::module_& m);     // train.cc: losses, optimizers, training, datasets
+void init_io(py::module_& m);        // io.cc: checkpoints, MindIR, the model zoo
 
 // A Python value as an op's tensor argument: a loom.Tensor, a NumPy array, a Python number (a
 // rank-0 tensor of `like`'s dtype when given, else Float32 / Int64 / Bool), or a Var.

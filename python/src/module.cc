@@ -60,4 +60,6 @@ PYBIND11_MODULE(_loom, m) {
   loom::python::init_ops(m);
   loom::python::init_autodiff(m);
   loom::python::init_cells(m);
+  loom::python::init_train(m);
+  loom::python::init_io(m);
 }
