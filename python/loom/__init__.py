@@ -82,10 +82,19 @@ from loom import nn  # noqa: E402
 from loom.nn import Parameter  # noqa: E402
 from loom import dataset  # noqa: E402
 from loom.train import Callback, LossMonitor, Model, TimeMonitor  # noqa: E402
+from loom import io, models  # noqa: E402
+from loom.io import (  # noqa: E402
+    export,
+    load,
+    load_checkpoint,
+    load_param_into_net,
+    save_checkpoint,
+)
 
 __all__ = [
     "GRAPH_MODE", "PYNATIVE_MODE", "set_context", "get_context", "set_seed", "nn", "Parameter", "dataset",
-    "Model", "Callback", "LossMonitor", "TimeMonitor",
+    "Model", "Callback", "LossMonitor", "TimeMonitor", "models", "io", "save_checkpoint",
+    "load_checkpoint", "load_param_into_net", "export", "load",
     "DType", "Tensor", "Var", "from_dlpack", "ops", "grad", "value_and_grad",
     "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool_",
     "LoomError", "LoomValueError", "LoomShapeError", "LoomTypeError", "LoomFormatError",

@@ -26,6 +26,7 @@ from loom._loom import (  # noqa: F401
     Dropout,
     Flatten,
     GELU,
+    GraphCell,
     MaxPool2d,
     ReLU,
     ReLU6,

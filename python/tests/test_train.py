@@ -158,3 +158,34 @@ def test_train_one_step_cell_from_python():
     losses = [float(step(x, y).asnumpy()) for _ in range(20)]
     assert losses[-1] < losses[0] / 2
     assert step.num_steps == 20
+
+
+def final_ir(folder):
+    """The last compile stage's IR text with source locations removed."""
+    import glob
+    import re
+    stages = sorted(glob.glob(os.path.join(folder, "*.ir")))
+    assert stages, f"no .ir files under {folder}"
+    return re.sub(r' loc\("[^"]*":\d+\)', "", open(stages[-1]).read())
+
+
+def test_save_graphs_and_the_same_ir_as_the_cpp_network(tmp_path):
+    x = loom.Tensor(np.random.default_rng(0).standard_normal((2, 1, 32, 32)).astype(np.float32))
+    loom.set_seed(1)
+    loom.set_context(mode=loom.GRAPH_MODE, save_graphs=True, save_graphs_path=str(tmp_path / "py"))
+    try:
+        py_net = quickstart.LeNet5()
+        py_out = py_net(x).asnumpy()
+        loom.set_context(save_graphs_path=str(tmp_path / "cpp"))
+        loom.set_seed(1)
+        cpp_net = loom.models.lenet5()
+        cpp_out = cpp_net(x).asnumpy()
+    finally:
+        loom.set_context(save_graphs=False)
+    (py_dir,) = [d for d in (tmp_path / "py").iterdir() if d.is_dir()]
+    (cpp_dir,) = [d for d in (tmp_path / "cpp").iterdir() if d.is_dir()]
+    # The traced nodes carry the Python file and line of each layer's call in construct.
+    line = quickstart.LeNet5.construct.__code__.co_firstlineno + 1
+    assert f'loc("{quickstart.__file__}":{line})' in open(sorted(py_dir.glob("*.ir"))[0]).read()
+    assert final_ir(py_dir) == final_ir(cpp_dir)
+    np.testing.assert_array_equal(py_out, cpp_out)
