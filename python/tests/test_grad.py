@@ -96,3 +96,17 @@ def test_higher_order_gradients():
     d3 = loom.grad(lambda x: ops.ReduceSum(loom.grad(df_sum)(x), axis=(), keep_dims=False))(x)
     (h2,) = torch.autograd.grad(h.sum(), tx)
     np.testing.assert_allclose(d3.asnumpy(), h2.numpy(), rtol=1e-9, atol=1e-11)
+
+
+def test_gradients_through_a_cell():
+    loom.set_seed(2)
+    net = loom.nn.Dense(3, 2)
+    x = rand(4, 3, seed=8).astype(np.float32)
+
+    def f(x):
+        return ops.ReduceSum(net(x) * net(x), axis=(), keep_dims=False)
+
+    w = net.parameters_and_names()[0][1].asnumpy()
+    b = net.parameters_and_names()[1][1].asnumpy()
+    want = 2 * (x @ w.T + b) @ w  # d/dx sum((x W^T + b)^2)
+    np.testing.assert_allclose(loom.grad(f)(x).asnumpy(), want, rtol=1e-5, atol=1e-6)
