@@ -19,8 +19,7 @@ def loom_command():
     """build/bin/loom next to the build's python/ (LOOM_BIN overrides)."""
     default = os.path.join(os.path.dirname(_loom.__file__), "..", "..", "bin", "loom")
     path = os.environ.get("LOOM_BIN", os.path.normpath(default))
-    if not os.access(path, os.X_OK):
-        pytest.skip(f"no loom command at {path} (build the loom target)")
+    assert os.access(path, os.X_OK), f"no loom command at {path} (build the loom_cli target)"
     return path
 
 
