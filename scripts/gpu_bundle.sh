@@ -54,6 +54,8 @@ else
     cmake -G Ninja -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLOOM_NATIVE=OFF \
       -DCMAKE_CXX_FLAGS=-march=$march -DCMAKE_C_FLAGS=-march=$march >/dev/null
   fi
+  # The bundle has no Python package: its libraries need not be position-independent.
+  cmake -S "$ROOT" -B "$BUILD" -DLOOM_PYTHON=OFF >/dev/null
   if ((build)); then
     echo "== building ${targets[*]} in $BUILD"
     nice -n 10 ninja -C "$BUILD" "${targets[@]}"
