@@ -15,8 +15,8 @@ namespace {
 
 PyObject* new_error(py::module_& m, const char* name, PyObject* base, PyObject* builtin) {
   const std::string qualified = std::string("loom._loom.") + name;
-  py::tuple bases = builtin ? py::make_tuple(py::handle(base), py::handle(builtin))
-                            : py::make_tuple(py::handle(base));
+  py::tuple bases = builtin ? py::tuple(py::make_tuple(py::handle(base), py::handle(builtin)))
+                            : py::tuple(py::make_tuple(py::handle(base)));
   PyObject* cls = PyErr_NewException(qualified.c_str(), bases.ptr(), nullptr);
   if (!cls) throw py::error_already_set();
   m.add_object(name, py::handle(cls));  // the module keeps a reference
