@@ -39,6 +39,7 @@ void init_autodiff(py::module_& m);  // autodiff.cc: tracing Python functions, g
 void init_cells(py::module_& m);     // cell.cc: Cells in Python, layers, context, seed
 void init_train(py::module_& m);     // train.cc: losses, optimizers, training, datasets
 void init_io(py::module_& m);        // io.cc: checkpoints, MindIR, the model zoo
+void init_parallel(py::module_& m);  // parallel.cc: data parallelism under mpirun
 
 // A Python value as an op's tensor argument: a loom.Tensor, a NumPy array, a Python number (a
 // rank-0 tensor of `like`'s dtype when given, else Float32 / Int64 / Bool), or a Var.

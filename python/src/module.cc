@@ -62,4 +62,5 @@ PYBIND11_MODULE(_loom, m) {
   loom::python::init_cells(m);
   loom::python::init_train(m);
   loom::python::init_io(m);
+  loom::python::init_parallel(m);
 }
