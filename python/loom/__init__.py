@@ -81,7 +81,15 @@ from loom._autodiff import grad, value_and_grad  # noqa: E402
 from loom import nn  # noqa: E402
 from loom.nn import Parameter  # noqa: E402
 from loom import dataset  # noqa: E402
-from loom.train import Callback, LossMonitor, Model, TimeMonitor  # noqa: E402
+from loom.train import (  # noqa: E402
+    Callback,
+    CheckpointConfig,
+    LossMonitor,
+    Model,
+    ModelCheckpoint,
+    SummaryCollector,
+    TimeMonitor,
+)
 from loom import io, models  # noqa: E402
 from loom.io import (  # noqa: E402
     export,
@@ -93,7 +101,8 @@ from loom.io import (  # noqa: E402
 
 __all__ = [
     "GRAPH_MODE", "PYNATIVE_MODE", "set_context", "get_context", "set_seed", "nn", "Parameter", "dataset",
-    "Model", "Callback", "LossMonitor", "TimeMonitor", "models", "io", "save_checkpoint",
+    "Model", "Callback", "LossMonitor", "TimeMonitor", "ModelCheckpoint", "CheckpointConfig",
+    "SummaryCollector", "models", "io", "save_checkpoint",
     "load_checkpoint", "load_param_into_net", "export", "load",
     "DType", "Tensor", "Var", "from_dlpack", "ops", "grad", "value_and_grad",
     "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool_",

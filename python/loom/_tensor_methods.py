@@ -103,6 +103,8 @@ for _cls in (Tensor, Var):
     _cls.__rtruediv__ = _binary(ops.RealDiv, True)
     _cls.__matmul__ = _binary(ops.MatMul)
     _cls.__pow__ = _binary(ops.Pow)
+    _cls.__lt__ = _binary(ops.Less)
+    _cls.__gt__ = _binary(ops.Greater)
     _cls.__neg__ = lambda self: ops.Neg(self)
     _cls.__getitem__ = _getitem
     _cls.astype = _astype

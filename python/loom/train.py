@@ -11,7 +11,14 @@ it, as MindSpore's cb_params). Steps run without the GIL; Ctrl-C stops after the
 and raises KeyboardInterrupt.
 """
 from loom import _loom
-from loom._loom import LossMonitor, RunContext, TimeMonitor  # noqa: F401
+from loom._loom import (  # noqa: F401
+    CheckpointConfig,
+    LossMonitor,
+    ModelCheckpoint,
+    RunContext,
+    SummaryCollector,
+    TimeMonitor,
+)
 
 
 class Model(_loom.Model):
@@ -47,4 +54,5 @@ class Callback:
         pass
 
 
-__all__ = ["Model", "Callback", "LossMonitor", "TimeMonitor", "RunContext"]
+__all__ = ["Model", "Callback", "LossMonitor", "TimeMonitor", "RunContext", "ModelCheckpoint",
+           "CheckpointConfig", "SummaryCollector"]

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/train_state.h"
 #include "core/ir/error.h"
 #include "data/dataset.h"
 #include "nn/callback.h"
@@ -23,6 +24,7 @@
 #include "nn/train.h"
 #include "optim/optimizer.h"
 #include "python/src/bindings.h"
+#include "summary/collector.h"
 #include "runtime/compiled_function.h"
 
 namespace loom::python {
@@ -99,6 +101,55 @@ class PyCallback : public nn::Callback {
   }
   py::object obj_;
   InterruptCheck& interrupts_;
+};
+
+// MindSpore's GeneratorDataset over a random-access Python source (len() and [i]: a row is a
+// tuple of arrays, one per column; a single array is a one-column row). Rows are read on demand,
+// under the GIL, by whichever thread asks (the prefetching iterator's). An iterable without
+// indexing is read into a list once, when the dataset is made.
+class PyDataset final : public data::Dataset {
+ public:
+  PyDataset(py::object source, std::vector<std::string> columns)
+      : source_(std::move(source)), columns_(std::move(columns)) {
+    if (!py::hasattr(source_, "__getitem__") || !py::hasattr(source_, "__len__")) {
+      source_ = py::list(source_);  // a generator or other iterable: its rows, once
+    }
+    size_ = static_cast<std::int64_t>(py::len(source_));
+    if (columns_.empty()) throw ValueError("GeneratorDataset: expected column_names, got none");
+  }
+  ~PyDataset() override {
+    py::gil_scoped_acquire gil;
+    source_ = py::object();
+  }
+  std::int64_t size() const override { return size_; }
+  data::Row get(std::int64_t epoch, std::int64_t i) const override {
+    if (i < 0 || i >= size_) {
+      throw ValueError("GeneratorDataset: expected a row in [0, " + std::to_string(size_) +
+                       "), got " + std::to_string(i));
+    }
+    py::gil_scoped_acquire gil;
+    py::object row = source_[py::int_(i)];
+    if (!py::isinstance<py::tuple>(row) && !py::isinstance<py::list>(row)) {
+      row = py::make_tuple(row);
+    }
+    if (py::len(row) != columns_.size()) {
+      throw ValueError("GeneratorDataset: expected rows of " + std::to_string(columns_.size()) +
+                       " columns (column_names), got " + std::to_string(py::len(row)) +
+                       " at row " + std::to_string(i));
+    }
+    data::Row out;
+    for (const py::handle& v : row) {
+      out.push_back(py::module_::import("loom._loom").attr("Tensor")(v).cast<Tensor>());
+    }
+    return out;
+  }
+  std::vector<std::string> column_names() const override { return columns_; }
+  std::string describe() const override { return "GeneratorDataset"; }
+
+ private:
+  py::object source_;
+  std::vector<std::string> columns_;
+  std::int64_t size_ = 0;
 };
 
 std::map<std::string, std::shared_ptr<nn::Metric>> metrics_of(const py::object& metrics) {
@@ -251,6 +302,31 @@ void init_train(py::module_& m) {
   py::class_<nn::LossMonitor, nn::Callback>(m, "LossMonitor")
       .def(py::init<std::int64_t>(), py::arg("per_print_times") = 1);
   py::class_<nn::TimeMonitor, nn::Callback>(m, "TimeMonitor").def(py::init<>());
+  py::class_<checkpoint::CheckpointConfig>(m, "CheckpointConfig")
+      .def(py::init([](std::int64_t save_checkpoint_steps, std::int64_t keep_checkpoint_max) {
+             return checkpoint::CheckpointConfig{save_checkpoint_steps, keep_checkpoint_max};
+           }),
+           py::arg("save_checkpoint_steps") = 1, py::arg("keep_checkpoint_max") = 5)
+      .def_readwrite("save_checkpoint_steps", &checkpoint::CheckpointConfig::save_checkpoint_steps)
+      .def_readwrite("keep_checkpoint_max", &checkpoint::CheckpointConfig::keep_checkpoint_max);
+  py::class_<checkpoint::ModelCheckpoint, nn::Callback>(m, "ModelCheckpoint")
+      .def(py::init<std::string, std::string, checkpoint::CheckpointConfig>(),
+           py::arg("prefix") = "CKP", py::arg("directory") = ".",
+           py::arg("config") = checkpoint::CheckpointConfig{})
+      .def_property_readonly("latest", &checkpoint::ModelCheckpoint::latest);
+  py::class_<summary::SummaryCollector, nn::Callback>(m, "SummaryCollector")
+      .def(py::init([](std::string summary_dir, std::int64_t collect_freq,
+                       const std::vector<std::string>& collect) {
+             summary::SummaryCollectorOptions o;
+             o.collect_freq = collect_freq;
+             for (const std::string& c : collect) summary::select_collection(o, c);
+             return std::make_unique<summary::SummaryCollector>(std::move(summary_dir), o);
+           }),
+           py::arg("summary_dir"), py::arg("collect_freq") = 10,
+           py::arg("collect") = std::vector<std::string>{},
+           "MindSpore's SummaryCollector: TensorBoard event files in summary_dir every "
+           "collect_freq steps; collect: '+NAME' / '-NAME' items as loom train "
+           "--summary-collect takes them");
   py::class_<PyRunContext>(m, "RunContext",
                            "MindSpore's run_context and cb_params in one: original_args() is the "
                            "object itself")
@@ -380,6 +456,12 @@ void init_train(py::module_& m) {
         return data::TensorSlicesDataset(std::move(names), std::move(tensors));
       },
       py::arg("data"), py::arg("column_names") = std::vector<std::string>{});
+  m.def(
+      "GeneratorDataset",
+      [](py::object source, const std::vector<std::string>& column_names) -> data::DatasetPtr {
+        return std::make_shared<PyDataset>(std::move(source), column_names);
+      },
+      py::arg("source"), py::arg("column_names"));
   m.def("MnistDataset", &data::MnistDataset, py::arg("dataset_dir"), py::arg("usage") = "train");
   m.def("Cifar10Dataset", &data::Cifar10Dataset, py::arg("dataset_dir"),
         py::arg("usage") = "train");

@@ -189,3 +189,44 @@ def test_save_graphs_and_the_same_ir_as_the_cpp_network(tmp_path):
     assert f'loc("{quickstart.__file__}":{line})' in open(sorted(py_dir.glob("*.ir"))[0]).read()
     assert final_ir(py_dir) == final_ir(cpp_dir)
     np.testing.assert_array_equal(py_out, cpp_out)
+
+
+def test_generator_dataset_from_a_random_access_source_and_from_a_generator():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((12, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int32)
+
+    class Source:
+        def __len__(self):
+            return len(x)
+
+        def __getitem__(self, i):
+            return x[i], y[i]
+
+    a = loom.dataset.GeneratorDataset(Source(), column_names=["x", "y"])
+    b = loom.dataset.GeneratorDataset(((x[i], y[i]) for i in range(12)), column_names=["x", "y"])
+    c = loom.dataset.NumpySlicesDataset((x, y), column_names=["x", "y"])
+    assert len(a) == len(b) == 12
+    for d in (a, b):
+        for i in range(12):
+            np.testing.assert_array_equal(d[i][0].asnumpy(), c[i][0].asnumpy())
+            assert int(d[i][1].asnumpy()) == int(c[i][1].asnumpy())
+    # trained through the C++ loop (rows read by the prefetching thread under the GIL)
+    model = make_model()
+    model.train(2, a.batch(4))
+    with pytest.raises(ValueError, match="column_names"):
+        loom.dataset.GeneratorDataset(Source(), column_names=["x"])[0]
+
+
+def test_model_checkpoint_and_summary_collector_from_python(tmp_path):
+    model = make_model()
+    ck = loom.ModelCheckpoint(prefix="net", directory=str(tmp_path / "ck"),
+                              config=loom.CheckpointConfig(save_checkpoint_steps=4,
+                                                           keep_checkpoint_max=2))
+    summary = loom.SummaryCollector(str(tmp_path / "summary"), collect_freq=2)
+    model.train(1, small_data(), callbacks=[ck, summary])
+    assert sorted(os.listdir(tmp_path / "ck")) == ["net-1_4.ckpt", "net-1_8.ckpt"]
+    assert ck.latest.endswith("net-1_8.ckpt")
+    params = loom.load_checkpoint(ck.latest)
+    assert "0.weight" in params
+    assert any(f.startswith("events.out.") for f in os.listdir(tmp_path / "summary"))

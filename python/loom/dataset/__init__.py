@@ -9,11 +9,12 @@
     train = train.shuffle().batch(32, drop_remainder=True)
 
     arrays = ds.NumpySlicesDataset((x, y), column_names=["image", "label"]).batch(16)
+    rows = ds.GeneratorDataset(source, column_names=["image", "label"])  # source[i], len(source)
 
 Rows are random access and reproducible: the shuffle and the random transforms draw from the
 pipeline's Philox streams under loom.set_seed. ds[i] is row i (epoch 0) as a tuple of tensors.
 """
-from loom._loom import Cifar10Dataset, Dataset, MnistDataset  # noqa: F401
+from loom._loom import Cifar10Dataset, Dataset, GeneratorDataset, MnistDataset  # noqa: F401
 from loom._loom import NumpySlicesDataset as _slices
 
 
@@ -23,7 +24,8 @@ def NumpySlicesDataset(data, column_names=None):  # noqa: N802  (MindSpore's nam
     return _slices(data, list(column_names or []))
 
 
-__all__ = ["Dataset", "NumpySlicesDataset", "MnistDataset", "Cifar10Dataset", "vision",
+__all__ = ["Dataset", "NumpySlicesDataset", "GeneratorDataset", "MnistDataset", "Cifar10Dataset",
+           "vision",
            "transforms"]
 
 from loom.dataset import transforms, vision  # noqa: E402,F401
