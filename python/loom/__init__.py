@@ -90,7 +90,7 @@ from loom.train import (  # noqa: E402
     SummaryCollector,
     TimeMonitor,
 )
-from loom import io, models  # noqa: E402
+from loom import common, io, models  # noqa: E402
 from loom.io import (  # noqa: E402
     export,
     load,

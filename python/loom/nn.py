@@ -55,7 +55,13 @@ class Parameter:
     Cell attribute; the attribute then holds the Cell's parameter (name, value, requires_grad)."""
 
     def __init__(self, default_input, name=None, requires_grad=True):
-        self.data = default_input if isinstance(default_input, Tensor) else Tensor(default_input)
+        from loom.common.initializer import InitSpec  # noqa: PLC0415
+        if isinstance(default_input, InitSpec):
+            self.spec, self.data = default_input, None  # drawn at registration, by name
+        else:
+            self.spec = None
+            self.data = (default_input if isinstance(default_input, Tensor)
+                         else Tensor(default_input))
         self.name = name
         self.requires_grad = requires_grad
 
@@ -91,8 +97,13 @@ class Cell(_loom._Cell):
 
     def __setattr__(self, name, value):
         if isinstance(value, Parameter):
-            value = self._register_parameter(value.name or name, value.data,
-                                             value.requires_grad)
+            if value.spec is not None:
+                value = self._register_parameter_init(value.name or name, list(value.spec.shape),
+                                                      value.spec.dtype, value.spec.init,
+                                                      value.requires_grad)
+            else:
+                value = self._register_parameter(value.name or name, value.data,
+                                                 value.requires_grad)
         elif isinstance(value, _loom._Cell):
             self._register_cell(name, value)
         object.__setattr__(self, name, value)

@@ -16,6 +16,7 @@
 #include "core/trace/tracer.h"
 #include "nn/cell.h"
 #include "nn/context.h"
+#include "nn/initializer.h"
 #include "nn/layers.h"
 #include "python/src/bindings.h"
 #include "runtime/compiled_function.h"
@@ -126,6 +127,14 @@ void init_cells(py::module_& m) {
             p.requires_grad = requires_grad;
             return ParamRef{c, &p};
           })
+      .def(
+          "_register_parameter_init",
+          [](std::shared_ptr<nn::Cell> c, const std::string& name, const Shape& shape,
+             DType dtype, std::shared_ptr<nn::Initializer> init, bool requires_grad) {
+            nn::Parameter& p = c->register_parameter(name, shape, dtype, std::move(init));
+            p.requires_grad = requires_grad;
+            return ParamRef{c, &p};
+          })
       .def("parameters_and_names",
            [](std::shared_ptr<nn::Cell> c) {
              std::vector<std::pair<std::string, ParamRef>> out;
@@ -198,6 +207,45 @@ void init_cells(py::module_& m) {
            }),
            py::arg("cells") = std::vector<std::shared_ptr<nn::Cell>>{})
       .def("append", [](nn::SequentialCell& s, std::shared_ptr<nn::Cell> c) { s.append(c); });
+
+  // Initializers (nn/initializer.h, MindSpore's mindspore.common.initializer).
+  py::class_<nn::Initializer, std::shared_ptr<nn::Initializer>>(m, "Initializer")
+      .def_property_readonly("name", &nn::Initializer::name)
+      .def("__repr__", [](const nn::Initializer& i) { return "Initializer(" + i.name() + ")"; });
+  py::class_<nn::Normal, nn::Initializer, std::shared_ptr<nn::Normal>>(m, "Normal")
+      .def(py::init<double, double>(), py::arg("sigma") = 0.01, py::arg("mean") = 0.0);
+  py::class_<nn::TruncatedNormal, nn::Initializer, std::shared_ptr<nn::TruncatedNormal>>(
+      m, "TruncatedNormal")
+      .def(py::init<double, double, double, double>(), py::arg("sigma") = 0.01,
+           py::arg("mean") = 0.0, py::arg("a") = -2.0, py::arg("b") = 2.0);
+  py::class_<nn::Uniform, nn::Initializer, std::shared_ptr<nn::Uniform>>(m, "Uniform")
+      .def(py::init<double>(), py::arg("scale") = 0.07);
+  py::class_<nn::HeUniform, nn::Initializer, std::shared_ptr<nn::HeUniform>>(m, "HeUniform")
+      .def(py::init<double, std::string, std::string>(), py::arg("negative_slope") = 0.0,
+           py::arg("mode") = "fan_in", py::arg("nonlinearity") = "leaky_relu");
+  py::class_<nn::HeNormal, nn::Initializer, std::shared_ptr<nn::HeNormal>>(m, "HeNormal")
+      .def(py::init<double, std::string, std::string>(), py::arg("negative_slope") = 0.0,
+           py::arg("mode") = "fan_in", py::arg("nonlinearity") = "leaky_relu");
+  py::class_<nn::XavierUniform, nn::Initializer, std::shared_ptr<nn::XavierUniform>>(
+      m, "XavierUniform")
+      .def(py::init<double>(), py::arg("gain") = 1.0);
+  py::class_<nn::Constant, nn::Initializer, std::shared_ptr<nn::Constant>>(m, "Constant")
+      .def(py::init<double>(), py::arg("value"));
+  py::class_<nn::Zero, nn::Constant, std::shared_ptr<nn::Zero>>(m, "Zero").def(py::init<>());
+  py::class_<nn::One, nn::Constant, std::shared_ptr<nn::One>>(m, "One").def(py::init<>());
+  m.def(
+      "make_initializer",
+      [](const std::string& spec) -> std::shared_ptr<nn::Initializer> {
+        return nn::make_initializer(spec);
+      },
+      py::arg("name_or_value"));
+  m.def(
+      "draw_initializer",
+      [](const nn::Initializer& init, const Shape& shape, DType dtype, const std::string& stream) {
+        random::RandomStream s(stream);
+        return nn::initializer(init, shape, dtype, s);
+      },
+      py::arg("init"), py::arg("shape"), py::arg("dtype"), py::arg("stream"));
 
   m.def(
       "set_context",

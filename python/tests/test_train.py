@@ -230,3 +230,39 @@ def test_model_checkpoint_and_summary_collector_from_python(tmp_path):
     params = loom.load_checkpoint(ck.latest)
     assert "0.weight" in params
     assert any(f.startswith("events.out.") for f in os.listdir(tmp_path / "summary"))
+
+
+def test_initializers_draw_by_the_parameters_final_name():
+    from loom.common.initializer import HeUniform, Normal, initializer
+
+    class Inner(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(initializer(Normal(0.5), [3, 4], loom.float32))
+
+        def construct(self, x):
+            return x
+
+    class Outer(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+            self.fc = nn.Dense(4, 4)
+            self.v = nn.Parameter(initializer("ones", 5))
+
+        def construct(self, x):
+            return x
+
+    loom.set_seed(9)
+    a = Outer()
+    loom.set_seed(9)
+    b = Outer()
+    wa = dict(a.parameters_and_names())["inner.w"].asnumpy()
+    np.testing.assert_array_equal(wa, dict(b.parameters_and_names())["inner.w"].asnumpy())
+    assert abs(wa.std() - 0.5) < 0.3 and wa.shape == (3, 4)
+    loom.set_seed(9)
+    alone = Inner()  # named "w", not "inner.w": another draw
+    assert not np.array_equal(dict(alone.parameters_and_names())["w"].asnumpy(), wa)
+    np.testing.assert_array_equal(dict(a.parameters_and_names())["v"].asnumpy(), np.ones(5))
+    t = initializer(HeUniform(), [8, 2]).init_data()
+    assert t.shape == (8, 2) and t.dtype == loom.float32
