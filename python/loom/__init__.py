@@ -87,6 +87,7 @@ from loom.train import (  # noqa: E402
     LossMonitor,
     Model,
     ModelCheckpoint,
+    Profiler,
     SummaryCollector,
     TimeMonitor,
 )
@@ -102,7 +103,7 @@ from loom.io import (  # noqa: E402
 __all__ = [
     "GRAPH_MODE", "PYNATIVE_MODE", "set_context", "get_context", "set_seed", "nn", "Parameter", "dataset",
     "Model", "Callback", "LossMonitor", "TimeMonitor", "ModelCheckpoint", "CheckpointConfig",
-    "SummaryCollector", "models", "io", "save_checkpoint",
+    "SummaryCollector", "Profiler", "models", "io", "save_checkpoint",
     "load_checkpoint", "load_param_into_net", "export", "load",
     "DType", "Tensor", "Var", "from_dlpack", "ops", "grad", "value_and_grad",
     "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool_",

@@ -15,6 +15,7 @@ from loom._loom import (  # noqa: F401
     CheckpointConfig,
     LossMonitor,
     ModelCheckpoint,
+    Profiler,
     RunContext,
     SummaryCollector,
     TimeMonitor,
@@ -55,4 +56,4 @@ class Callback:
 
 
 __all__ = ["Model", "Callback", "LossMonitor", "TimeMonitor", "RunContext", "ModelCheckpoint",
-           "CheckpointConfig", "SummaryCollector"]
+           "CheckpointConfig", "SummaryCollector", "Profiler"]

@@ -16,6 +16,8 @@
 #include "checkpoint/train_state.h"
 #include "core/ir/error.h"
 #include "data/dataset.h"
+#include "debug/profiler.h"
+#include "nn/context.h"
 #include "nn/callback.h"
 #include "nn/cell.h"
 #include "nn/loss.h"
@@ -173,13 +175,20 @@ void run_training(nn::Model& model, std::int64_t epochs, const data::DatasetPtr&
                   const py::object& callbacks) {
   std::vector<std::unique_ptr<nn::Callback>> owned;
   std::vector<nn::Callback*> cbs;
+  std::vector<std::shared_ptr<debug::Profiler>> profilers;  // observers for this train() only
   auto check = std::make_unique<InterruptCheck>();
   if (!callbacks.is_none()) {
     py::object list = py::isinstance<py::list>(callbacks) || py::isinstance<py::tuple>(callbacks)
                           ? callbacks
                           : py::object(py::make_tuple(callbacks));
     for (const py::handle& c : list) {
-      if (py::isinstance<nn::Callback>(c)) {
+      if (py::isinstance<debug::Profiler>(c)) {
+        // MindSpore's Profiler sees the compiled step's launches too: an observer of the Model.
+        auto prof = c.cast<std::shared_ptr<debug::Profiler>>();
+        model.add_observer(prof);
+        profilers.push_back(prof);
+        cbs.push_back(prof.get());
+      } else if (py::isinstance<nn::Callback>(c)) {
         cbs.push_back(c.cast<nn::Callback*>());
       } else {
         owned.push_back(
@@ -189,6 +198,13 @@ void run_training(nn::Model& model, std::int64_t epochs, const data::DatasetPtr&
     }
   }
   cbs.push_back(check.get());
+  struct Detach {  // the profilers stop observing when train() ends, however it ends
+    nn::Model& model;
+    std::vector<std::shared_ptr<debug::Profiler>>& profilers;
+    ~Detach() {
+      for (const auto& p : profilers) model.remove_observer(p.get());
+    }
+  } detach{model, profilers};
   {
     py::gil_scoped_release release;
     model.train(epochs, dataset, cbs);
@@ -345,6 +361,32 @@ void init_train(py::module_& m) {
                              [](const PyRunContext& r) { return r.rc->epoch_loss_mean; })
       .def_property_readonly("metrics", [](const PyRunContext& r) { return r.rc->metrics; });
 
+  // ---- the profiler (debug/profiler.h), MindSpore's Profiler ----
+  py::class_<debug::Profiler, std::shared_ptr<debug::Profiler>>(m, "Profiler",
+      "MindSpore's Profiler: pass it among Model.train's callbacks (steps start_step..stop_step "
+      "are recorded), or start()/stop() around compiled calls; analyse() writes the tables, the "
+      "timeline and the memory plan into output_path (docs/profiling.md)")
+      .def(py::init([](std::string output_path, std::int64_t start_step, std::int64_t stop_step,
+                       bool profile_memory, bool profile_communication) {
+             return std::make_shared<debug::Profiler>(debug::ProfilerOptions{
+                 .output_path = std::move(output_path),
+                 .start_step = start_step,
+                 .stop_step = stop_step,
+                 .profile_memory = profile_memory,
+                 .profile_communication = profile_communication,
+                 .device = nn::context_device()});
+           }),
+           py::arg("output_path") = "profile", py::arg("start_step") = 1,
+           py::arg("stop_step") = 10, py::arg("profile_memory") = false,
+           py::arg("profile_communication") = false)
+      .def("start", &debug::Profiler::start)
+      .def("stop", &debug::Profiler::stop)
+      .def("analyse", [](debug::Profiler& p) {
+        py::gil_scoped_release release;
+        return p.analyse();
+      })
+      .def_property_readonly("steps_recorded", &debug::Profiler::steps_recorded);
+
   // ---- Model ----
   py::class_<nn::Model, std::shared_ptr<nn::Model>>(m, "Model")
       .def(py::init([](std::shared_ptr<nn::Cell> network, std::shared_ptr<nn::Cell> loss_fn,
@@ -378,6 +420,7 @@ void init_train(py::module_& m) {
           },
           py::arg("valid_dataset"))
       .def("_set_save_graphs_dir", &nn::Model::set_save_graphs_dir)
+
       .def("predict", [](nn::Model& model, const Tensor& x) {
         py::gil_scoped_release release;
         return model.predict(x);

@@ -266,3 +266,20 @@ def test_initializers_draw_by_the_parameters_final_name():
     np.testing.assert_array_equal(dict(a.parameters_and_names())["v"].asnumpy(), np.ones(5))
     t = initializer(HeUniform(), [8, 2]).init_data()
     assert t.shape == (8, 2) and t.dtype == loom.float32
+
+
+def test_the_profiler_from_python(tmp_path):
+    model = make_model()
+    prof = loom.Profiler(output_path=str(tmp_path / "prof"), start_step=2, stop_step=4,
+                         profile_memory=True)
+    model.train(1, small_data(), callbacks=[prof])
+    assert prof.steps_recorded == 3
+    files = sorted(os.path.basename(f) for f in prof.analyse())
+    for want in ["cpu_op_detail_info_0.csv", "cpu_op_type_info_0.csv", "step_trace_0.csv",
+                 "cpu_timeline_display_0.json", "memory_plan_0.csv"]:
+        assert want in files
+    shown = subprocess.run([LOOM, "profile", "show", str(tmp_path / "prof")], capture_output=True,
+                           text=True, check=True).stdout
+    assert "steps profiled: 2-4" in shown and "MatMul" in shown
+    model.train(1, small_data())  # no longer observed: nothing more recorded
+    assert prof.steps_recorded == 3
