@@ -91,7 +91,7 @@ from loom.train import (  # noqa: E402
     SummaryCollector,
     TimeMonitor,
 )
-from loom import common, io, models  # noqa: E402
+from loom import common, debug, io, models  # noqa: E402
 from loom.io import (  # noqa: E402
     export,
     load,

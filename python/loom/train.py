@@ -32,6 +32,18 @@ class Model(_loom.Model):
         if loom._context["save_graphs"]:
             self._set_save_graphs_dir(loom._context["save_graphs_path"])
 
+    def train(self, epoch, train_dataset, callbacks=None, dataset_sink_mode=False):
+        """Trains for epoch epochs (MindSpore's total); callbacks: one or a list."""
+        import os  # noqa: PLC0415
+        config = os.environ.get("MINDSPORE_DUMP_CONFIG") or os.environ.get("LOOM_DUMP_CONFIG")
+        if config:
+            if callbacks is None:
+                callbacks = []
+            elif not isinstance(callbacks, (list, tuple)):
+                callbacks = [callbacks]
+            callbacks = list(callbacks) + [_loom.Dumper(config_file=config)]
+        _loom.Model.train(self, epoch, train_dataset, callbacks, dataset_sink_mode)
+
 
 class Callback:
     """The base of Python callbacks (its methods do nothing; override the ones you need)."""

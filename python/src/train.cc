@@ -16,6 +16,8 @@
 #include "checkpoint/train_state.h"
 #include "core/ir/error.h"
 #include "data/dataset.h"
+#include "debug/dump.h"
+#include "debug/numerics.h"
 #include "debug/profiler.h"
 #include "nn/context.h"
 #include "nn/callback.h"
@@ -175,19 +177,26 @@ void run_training(nn::Model& model, std::int64_t epochs, const data::DatasetPtr&
                   const py::object& callbacks) {
   std::vector<std::unique_ptr<nn::Callback>> owned;
   std::vector<nn::Callback*> cbs;
-  std::vector<std::shared_ptr<debug::Profiler>> profilers;  // observers for this train() only
+  std::vector<std::shared_ptr<runtime::Observer>> observers;  // for this train() only
   auto check = std::make_unique<InterruptCheck>();
   if (!callbacks.is_none()) {
     py::object list = py::isinstance<py::list>(callbacks) || py::isinstance<py::tuple>(callbacks)
                           ? callbacks
                           : py::object(py::make_tuple(callbacks));
+    // The profiler and the debugger's tools see the compiled step's launches too: observers of
+    // the Model for this train().
+    auto observer = [&](auto tool) {
+      model.add_observer(tool);
+      observers.push_back(tool);
+      cbs.push_back(tool.get());
+    };
     for (const py::handle& c : list) {
       if (py::isinstance<debug::Profiler>(c)) {
-        // MindSpore's Profiler sees the compiled step's launches too: an observer of the Model.
-        auto prof = c.cast<std::shared_ptr<debug::Profiler>>();
-        model.add_observer(prof);
-        profilers.push_back(prof);
-        cbs.push_back(prof.get());
+        observer(c.cast<std::shared_ptr<debug::Profiler>>());
+      } else if (py::isinstance<debug::NumericsChecker>(c)) {
+        observer(c.cast<std::shared_ptr<debug::NumericsChecker>>());
+      } else if (py::isinstance<debug::Dumper>(c)) {
+        observer(c.cast<std::shared_ptr<debug::Dumper>>());
       } else if (py::isinstance<nn::Callback>(c)) {
         cbs.push_back(c.cast<nn::Callback*>());
       } else {
@@ -198,13 +207,13 @@ void run_training(nn::Model& model, std::int64_t epochs, const data::DatasetPtr&
     }
   }
   cbs.push_back(check.get());
-  struct Detach {  // the profilers stop observing when train() ends, however it ends
+  struct Detach {  // the tools stop observing when train() ends, however it ends
     nn::Model& model;
-    std::vector<std::shared_ptr<debug::Profiler>>& profilers;
+    std::vector<std::shared_ptr<runtime::Observer>>& observers;
     ~Detach() {
-      for (const auto& p : profilers) model.remove_observer(p.get());
+      for (const auto& o : observers) model.remove_observer(o.get());
     }
-  } detach{model, profilers};
+  } detach{model, observers};
   {
     py::gil_scoped_release release;
     model.train(epochs, dataset, cbs);
@@ -386,6 +395,32 @@ void init_train(py::module_& m) {
         return p.analyse();
       })
       .def_property_readonly("steps_recorded", &debug::Profiler::steps_recorded);
+
+  // ---- the debugger's tools (debug/): among Model.train's callbacks, as the profiler ----
+  py::class_<debug::NumericsChecker, std::shared_ptr<debug::NumericsChecker>>(
+      m, "NumericsChecker",
+      "loom train --check-numerics: every launch's outputs checked; the first NaN or Inf stops "
+      "training with an error naming the node (its inputs and outputs dumped to dump_dir)")
+      .def(py::init([](std::string dump_dir, std::string net_name) {
+             return std::make_shared<debug::NumericsChecker>(
+                 debug::NumericsOptions{.dump_dir = std::move(dump_dir),
+                                        .net_name = std::move(net_name)});
+           }),
+           py::arg("dump_dir") = "numerics_dump", py::arg("net_name") = "Net");
+  py::class_<debug::Dumper, std::shared_ptr<debug::Dumper>>(
+      m, "Dumper",
+      "MindSpore's dump: every launch's inputs and outputs in MindSpore's layout, configured by "
+      "a data_dump.json (config_file) or into a directory with the defaults (path)")
+      .def(py::init([](const std::string& config_file, const std::string& path,
+                       const std::string& net_name) {
+             if (config_file.empty() == path.empty()) {
+               throw ValueError("Dumper: expected exactly one of config_file and path");
+             }
+             return std::make_shared<debug::Dumper>(
+                 config_file.empty() ? debug::dump_config_for_dir(path, net_name)
+                                     : debug::load_dump_config(config_file));
+           }),
+           py::arg("config_file") = "", py::arg("path") = "", py::arg("net_name") = "Net");
 
   // ---- Model ----
   py::class_<nn::Model, std::shared_ptr<nn::Model>>(m, "Model")

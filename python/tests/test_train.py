@@ -283,3 +283,25 @@ def test_the_profiler_from_python(tmp_path):
     assert "steps profiled: 2-4" in shown and "MatMul" in shown
     model.train(1, small_data())  # no longer observed: nothing more recorded
     assert prof.steps_recorded == 3
+
+
+def test_the_debuggers_numerics_check_and_dump_from_python(tmp_path):
+    class Blows(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(4, 2)
+
+        def construct(self, x):
+            return ops.Log(self.fc(x) - 100.0)  # log of negatives: NaN
+
+    loom.set_seed(5)
+    net = Blows()
+    model = loom.Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.1))
+    x = np.ones((8, 4), np.float32)
+    data = loom.dataset.NumpySlicesDataset((x, np.zeros((8, 2), np.float32))).batch(4)
+    with pytest.raises(loom.LoomError, match="check-numerics: step 1: .* produced 8 NaN"):
+        model.train(1, data, callbacks=[loom.debug.NumericsChecker(dump_dir=str(tmp_path / "n"))])
+    model = make_model()
+    model.train(1, small_data(16), callbacks=[loom.debug.Dumper(path=str(tmp_path / "dump"))])
+    npys = [f for _, _, fs in os.walk(tmp_path / "dump") for f in fs if f.endswith(".npy")]
+    assert any("MatMul" in f for f in npys), npys[:5]
