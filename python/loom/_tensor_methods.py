@@ -60,6 +60,16 @@ def _getitem(self, key):
     return ops.StridedSlice(self, **_index_attrs(key, self.shape))
 
 
+def _setitem(self, key, value):
+    """t[key] = value on a host tensor, in place (NumPy's indexing rules on the tensor's own
+    memory: integers, slices, ..., index arrays and masks)."""
+    if self.device != "CPU":
+        raise TypeError(f"Tensor item assignment: expected a host tensor, got one on "
+                        f"{self.device} (assign on the host, then move it)")
+    import numpy as np  # noqa: PLC0415
+    np.asarray(self)[key] = np.asarray(value)
+
+
 def _astype(self, dtype):
     return ops.Cast(self, dst_type=dtype)
 
@@ -114,6 +124,7 @@ for _cls in (Tensor, Var):
     _cls.mean = _mean
     _cls.T = property(lambda self: _transpose(self))
 del _cls
+Tensor.__setitem__ = _setitem
 
 # A Python number on the left of a Tensor operator takes the tensor's dtype (ops convert numbers
 # to the first tensor argument's dtype, which the reflected methods pass second).

@@ -78,3 +78,12 @@ def test_errors_are_python_exceptions_with_loom_messages():
         _loom.call_op("NoSuchOp", [a], {})
     with pytest.raises(Exception, match="transpose_a"):
         ops.MatMul(a, a, transpose_a="yes")
+
+
+def test_item_assignment_writes_the_tensors_memory():
+    a = np.zeros((2, 3), np.float32)
+    t = loom.Tensor(a)
+    t[0, 1] = 5
+    t[1] = np.array([1, 2, 3], np.float32)
+    t[t.asnumpy() > 2] = -1  # a mask, as NumPy takes it
+    np.testing.assert_array_equal(a, [[0, -1, 0], [1, 2, -1]])  # 5 and 3 were masked
