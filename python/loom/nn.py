@@ -17,7 +17,7 @@ file and line) and compiles it; in PyNative mode construct runs op by op. The bu
 (Dense, Conv2d, MaxPool2d, BatchNorm2d, Dropout, ReLU, Flatten, SequentialCell...) are loom's
 C++ layers.
 """
-from loom import _loom
+from loom import _loom, communication
 from loom._loom import (  # noqa: F401
     AvgPool2d,
     BatchNorm2d,
@@ -118,4 +118,5 @@ class TrainOneStepCell(_loom.TrainOneStepCell):
 
     def __call__(self, data, label):
         _save_graphs(self)
+        communication._setup_data_parallel(self)  # data_parallel mode: once, before the first step
         return _loom.TrainOneStepCell.__call__(self, data, label)

@@ -10,7 +10,7 @@ run context (cur_epoch_num, cur_step_num, net_outputs, request_stop(); original_
 it, as MindSpore's cb_params). Steps run without the GIL; Ctrl-C stops after the current step
 and raises KeyboardInterrupt.
 """
-from loom import _loom
+from loom import _loom, communication
 from loom._loom import (  # noqa: F401
     CheckpointConfig,
     LossMonitor,
@@ -33,8 +33,11 @@ class Model(_loom.Model):
             self._set_save_graphs_dir(loom._context["save_graphs_path"])
 
     def train(self, epoch, train_dataset, callbacks=None, dataset_sink_mode=False):
-        """Trains for epoch epochs (MindSpore's total); callbacks: one or a list."""
+        """Trains for epoch epochs (MindSpore's total); callbacks: one or a list. In the
+        data_parallel mode (loom.set_auto_parallel_context) the gradients are all-reduced over the
+        ranks (set up once, before the first step)."""
         import os  # noqa: PLC0415
+        communication._setup_data_parallel(self)
         config = os.environ.get("MINDSPORE_DUMP_CONFIG") or os.environ.get("LOOM_DUMP_CONFIG")
         if config:
             if callbacks is None:

@@ -488,6 +488,7 @@ void init_train(py::module_& m) {
           },
           py::arg("operations"), py::arg("input_columns") = "image")
       .def("shuffle", &data::Dataset::shuffle, py::arg("buffer_size") = 0)
+      .def("shard", &data::Dataset::shard, py::arg("num_shards"), py::arg("shard_id"))
       .def("batch", &data::Dataset::batch, py::arg("batch_size"),
            py::arg("drop_remainder") = false)
       .def("repeat", &data::Dataset::repeat, py::arg("count"))

@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 import loom
-from loom import _loom, communication, nn
+from loom import communication, nn
 from loom.communication import get_group_size, get_rank, init
 
 GLOBAL_BATCH = 16
@@ -55,9 +55,8 @@ def train_model(rank, size):
     model = loom.Model(net, loss, nn.Momentum(net.trainable_params(), 0.05, 0.9))
     x, y = data(96)
     ds = loom.dataset.NumpySlicesDataset((x, y), column_names=["x", "y"]).shuffle()
-    ds = _loom.shard_for_rank(ds)  # rows rank, rank + size, ... of the shuffled order
+    ds = ds.shard(communication.get_group_size(), communication.get_rank())  # after the shuffle
     ds = ds.batch(GLOBAL_BATCH // size, drop_remainder=True)
-    communication._setup_data_parallel(model)  # Model.train's job once it is wired
     cb = EpochLoss()
     model.train(2, ds, callbacks=[cb])
     return weights(net), {"epoch_loss": np.array(cb.losses)}
@@ -72,7 +71,6 @@ def train_steps(rank, size, gradients_mean=True):
     lr = 0.05 if gradients_mean else 0.05 / size
     step = nn.TrainOneStepCell(nn.WithLossCell(net, loss),
                                nn.Momentum(net.trainable_params(), lr, 0.9))
-    communication._setup_data_parallel(step)  # TrainOneStepCell's call's job once it is wired
     x, y = data(6 * GLOBAL_BATCH)
     losses = []
     for s in range(6):
