@@ -1,6 +1,7 @@
-"""Operators and methods of loom.Tensor and loom.Var, as MindSpore's Tensor has them: + - * / @,
-unary -, comparisons' arithmetic cousins, indexing with integers, slices, ``...`` and ``None``,
-astype, reshape, transpose, sum and mean. Each goes through loom.ops, so it runs eagerly on
+"""Operators and methods of loom.Tensor and loom.Var, as MindSpore's Tensor has them: + - * / @ **,
+unary -, == != < > (elementwise, Bool), indexing with integers, slices, ``...``, ``None`` and
+index lists or tensors (rows, ops.Gather), item assignment on host tensors, astype, reshape,
+transpose, sum and mean. Each goes through loom.ops, so it runs eagerly on
 tensors and becomes a graph node on a traced Var."""
 from loom import _loom, ops
 from loom._loom import Tensor, Var
@@ -49,15 +50,28 @@ def _index_attrs(key, shape):
             shrink_mask |= 1 << i
             axis += 1
         else:
-            raise TypeError("Tensor indexing: expected integers, slices, ... or None, got "
-                            f"{type(k).__name__} (use ops.Gather for index tensors)")
+            raise TypeError("Tensor indexing: expected integers, slices, ..., None or an index "
+                            f"list, got {type(k).__name__}")
     return dict(begin=tuple(begin), end=tuple(end), strides=tuple(strides),
                 begin_mask=begin_mask, end_mask=end_mask, ellipsis_mask=ellipsis_mask,
                 new_axis_mask=new_axis_mask, shrink_axis_mask=shrink_mask)
 
 
 def _getitem(self, key):
+    # An index list / array / tensor picks rows (ops.Gather along axis 0); the rest is basic
+    # indexing (ops.StridedSlice).
+    if isinstance(key, (list, Tensor, Var)) or type(key).__name__ == "ndarray":
+        index = key if isinstance(key, (Tensor, Var)) else Tensor(key, dtype=_loom.DType.int32)
+        return ops.Gather(self, index, axis=0)
     return ops.StridedSlice(self, **_index_attrs(key, self.shape))
+
+
+def _eq(self, other):
+    return ops.Equal(self, other)
+
+
+def _ne(self, other):
+    return ops.Equal(ops.Cast(ops.Equal(self, other), dst_type=_loom.DType.int32), 0)
 
 
 def _setitem(self, key, value):
@@ -115,6 +129,9 @@ for _cls in (Tensor, Var):
     _cls.__pow__ = _binary(ops.Pow)
     _cls.__lt__ = _binary(ops.Less)
     _cls.__gt__ = _binary(ops.Greater)
+    _cls.__eq__ = _eq  # elementwise, as MindSpore's and NumPy's (hashing stays by identity)
+    _cls.__ne__ = _ne
+    _cls.__hash__ = object.__hash__
     _cls.__neg__ = lambda self: ops.Neg(self)
     _cls.__getitem__ = _getitem
     _cls.astype = _astype

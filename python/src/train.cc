@@ -19,6 +19,7 @@
 #include "debug/dump.h"
 #include "debug/numerics.h"
 #include "debug/profiler.h"
+#include "debug/watch.h"
 #include "nn/context.h"
 #include "nn/callback.h"
 #include "nn/cell.h"
@@ -197,6 +198,8 @@ void run_training(nn::Model& model, std::int64_t epochs, const data::DatasetPtr&
         observer(c.cast<std::shared_ptr<debug::NumericsChecker>>());
       } else if (py::isinstance<debug::Dumper>(c)) {
         observer(c.cast<std::shared_ptr<debug::Dumper>>());
+      } else if (py::isinstance<debug::Watcher>(c)) {
+        observer(c.cast<std::shared_ptr<debug::Watcher>>());
       } else if (py::isinstance<nn::Callback>(c)) {
         cbs.push_back(c.cast<nn::Callback*>());
       } else {
@@ -421,6 +424,34 @@ void init_train(py::module_& m) {
                                      : debug::load_dump_config(config_file));
            }),
            py::arg("config_file") = "", py::arg("path") = "", py::arg("net_name") = "Net");
+
+  py::class_<debug::Watcher, std::shared_ptr<debug::Watcher>>(
+      m, "Watcher",
+      "MindInsight's watchpoints (loom train --watch): conditions as `loom debug` takes them "
+      "(\"nan;activation_range(range_start_inclusive=-1, ...)@/fc1/\"...), checked on steps "
+      "every `every`; each hit printed to stderr as it happens and kept in hits; stop_on_hit "
+      "stops training after the step of the first hit")
+      .def(py::init([](const std::string& spec, std::int64_t every, bool stop_on_hit,
+                       bool verbose) {
+             return std::make_shared<debug::Watcher>(
+                 debug::parse_watch_spec(spec),
+                 debug::WatchOptions{.every = every,
+                                     .stop_on_hit = stop_on_hit,
+                                     .on_hit = [verbose](const debug::WatchHit& h) {
+                                       if (verbose) std::cerr << debug::format_watch_hit(h) << "\n";
+                                     }});
+           }),
+           py::arg("spec"), py::arg("every") = 1, py::arg("stop_on_hit") = false,
+           py::arg("verbose") = true)
+      .def_property_readonly("hits",
+                             [](const debug::Watcher& w) {
+                               std::vector<std::string> out;
+                               for (const debug::WatchHit& h : w.hits()) {
+                                 out.push_back(debug::format_watch_hit(h));
+                               }
+                               return out;
+                             })
+      .def_property_readonly("stopped", &debug::Watcher::stopped);
 
   // ---- Model ----
   py::class_<nn::Model, std::shared_ptr<nn::Model>>(m, "Model")

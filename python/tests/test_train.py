@@ -305,3 +305,19 @@ def test_the_debuggers_numerics_check_and_dump_from_python(tmp_path):
     model.train(1, small_data(16), callbacks=[loom.debug.Dumper(path=str(tmp_path / "dump"))])
     npys = [f for _, _, fs in os.walk(tmp_path / "dump") for f in fs if f.endswith(".npy")]
     assert any("MatMul" in f for f in npys), npys[:5]
+
+
+def test_watchpoints_from_python(capfd):
+    model = make_model()
+    w = loom.debug.Watcher("tensor_range(range_start_inclusive=-1e9, range_end_inclusive=1e9, "
+                           "range_percentage_gt=99.9)@/0/MatMul", stop_on_hit=True)
+    rec = Recorder()
+    model.train(2, small_data(), callbacks=[w, rec])
+    assert w.stopped and rec.calls == ["begin", "epoch1", 1, "end"]  # stopped after step 1
+    assert w.hits and w.hits[0].startswith("watch: step 1: tensor_range on ")
+    assert w.hits[0] in capfd.readouterr().err
+    quiet = loom.debug.Watcher("tensor_overflow", verbose=False)
+    make_model().train(1, small_data(), callbacks=[quiet])
+    assert quiet.hits == [] and not quiet.stopped
+    with pytest.raises(ValueError, match="no_such_condition"):
+        loom.debug.Watcher("no_such_condition")
