@@ -26,9 +26,11 @@ namespace loom::python {
 namespace {
 
 // Traces fn into a new graph of `module` on parameters of the given abstracts; its output is fn's
-// one tensor result.
+// one tensor result. The Cells fn calls make their parameters graph weights (parameters after
+// the inputs, with defaults); `weight_keys` gets their nn::Parameter keys in that order.
 ir::FuncGraph* trace_function(ir::Module& module, const py::function& fn,
-                              const std::vector<ir::AbstractPtr>& inputs, const std::string& name) {
+                              const std::vector<ir::AbstractPtr>& inputs, const std::string& name,
+                              std::vector<const void*>* weight_keys = nullptr) {
   ir::FuncGraph* f = module.add_graph(name);
   std::vector<ops::Var> params;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -47,6 +49,7 @@ ir::FuncGraph* trace_function(ir::Module& module, const py::function& fn,
   if (o.is_value()) o = tracer.constant(o.value());
   f->set_output(o.node());
   passes::infer_graph(f);
+  if (weight_keys) *weight_keys = tracer.weight_order();
   return f;
 }
 
@@ -72,10 +75,17 @@ py::object grad_in_trace(const py::function& fn, const py::list& args, bool retu
     vars.push_back(to_var(a));
     inputs.push_back(outer->abstract_of(vars.back()));
   }
-  ir::FuncGraph* f = trace_function(*outer->target()->module(), fn, inputs, name);
+  std::vector<const void*> keys;
+  ir::FuncGraph* f = trace_function(*outer->target()->module(), fn, inputs, name, &keys);
   ir::FuncGraph* g = grad_graph(f, return_value);
   std::vector<ir::Node*> nodes;
   for (const ops::Var& v : vars) nodes.push_back(outer->node_of(v));
+  // The weights of the Cells fn called are the enclosing trace's weights for the same
+  // Parameters, so that the enclosing gradient sees through them too.
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    const ir::Parameter* w = f->parameters()[vars.size() + k];
+    nodes.push_back(outer->weight(keys[k], w->name(), *w->default_value()));
+  }
   ir::CNode* call = outer->target()->add_call(g, nodes, outer->debug_for("grad"));
   call->set_abstract(g->output()->abstract());
   return from_var(ops::Var(call));

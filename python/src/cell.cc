@@ -179,6 +179,28 @@ void init_cells(py::module_& m) {
   py::class_<nn::ReLU6, nn::Cell, std::shared_ptr<nn::ReLU6>>(m, "ReLU6").def(py::init<>());
   py::class_<nn::Flatten, nn::Cell, std::shared_ptr<nn::Flatten>>(m, "Flatten").def(py::init<>());
   py::class_<nn::Sigmoid, nn::Cell, std::shared_ptr<nn::Sigmoid>>(m, "Sigmoid").def(py::init<>());
+  py::class_<nn::Identity, nn::Cell, std::shared_ptr<nn::Identity>>(m, "Identity")
+      .def(py::init<>());
+  // MindSpore's CellList: registered as "0", "1"...; its cells are called one by one. The
+  // Python object keeps the cells it was given (CellList holds them too).
+  py::class_<nn::CellList, nn::Cell, std::shared_ptr<nn::CellList>>(m, "CellList")
+      .def(py::init([](const std::vector<std::shared_ptr<nn::Cell>>& cells) {
+             auto l = std::make_shared<nn::CellList>();
+             for (const auto& c : cells) l->append(c);
+             return l;
+           }),
+           py::arg("cells") = std::vector<std::shared_ptr<nn::Cell>>{},
+           py::keep_alive<1, 2>())
+      .def("append", [](nn::CellList& l, std::shared_ptr<nn::Cell> c) { l.append(c); },
+           py::keep_alive<1, 2>())
+      .def("__len__", &nn::CellList::size)
+      .def(
+          "__getitem__",
+          [](nn::CellList& l, std::size_t i) -> nn::Cell& {
+            if (i >= l.size()) throw py::index_error("CellList index " + std::to_string(i));
+            return l[i];
+          },
+          py::return_value_policy::reference_internal);
   py::class_<nn::Tanh, nn::Cell, std::shared_ptr<nn::Tanh>>(m, "Tanh").def(py::init<>());
   py::class_<nn::GELU, nn::Cell, std::shared_ptr<nn::GELU>>(m, "GELU").def(py::init<>());
   py::class_<nn::Softmax, nn::Cell, std::shared_ptr<nn::Softmax>>(m, "Softmax")

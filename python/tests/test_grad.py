@@ -110,3 +110,27 @@ def test_gradients_through_a_cell():
     b = net.parameters_and_names()[1][1].asnumpy()
     want = 2 * (x @ w.T + b) @ w  # d/dx sum((x W^T + b)^2)
     np.testing.assert_allclose(loom.grad(f)(x).asnumpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_grad_of_a_cell_and_second_order_through_a_cell():
+    loom.set_seed(1)
+    net = loom.nn.SequentialCell([loom.nn.Dense(3, 3), loom.nn.Tanh()])
+    x = rand(2, 3, seed=9)
+    params = dict(net.parameters_and_names())
+    w = torch.tensor(params["0.weight"].asnumpy(), dtype=torch.float64)
+    b = torch.tensor(params["0.bias"].asnumpy(), dtype=torch.float64)
+    tx = torch.tensor(x, requires_grad=True)
+    out = torch.tanh(tx @ w.T + b)
+    (g1,) = torch.autograd.grad(out.sum(), tx, create_graph=True)
+    (g2,) = torch.autograd.grad(g1.sum(), tx)
+    x32 = x.astype(np.float32)
+    np.testing.assert_allclose(loom.grad(net)(x32).asnumpy(), g1.detach().numpy(), rtol=1e-5,
+                               atol=1e-6)  # a Cell as the function: d sum(net(x)) / dx
+
+    def f(x):
+        return ops.ReduceSum(net(x), axis=(), keep_dims=False)
+
+    def g(x):
+        return ops.ReduceSum(loom.grad(f)(x), axis=(), keep_dims=False)
+
+    np.testing.assert_allclose(loom.grad(g)(x32).asnumpy(), g2.numpy(), rtol=1e-4, atol=1e-6)

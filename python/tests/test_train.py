@@ -321,3 +321,20 @@ def test_watchpoints_from_python(capfd):
     assert quiet.hits == [] and not quiet.stopped
     with pytest.raises(ValueError, match="no_such_condition"):
         loom.debug.Watcher("no_such_condition")
+
+
+def test_cell_list_and_identity_keep_mindspores_names():
+    class Stack(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.CellList([nn.Dense(3, 3), nn.Identity(), nn.Dense(3, 2)])
+
+        def construct(self, x):
+            for i in range(len(self.layers)):
+                x = self.layers[i](x)
+            return x
+
+    net = Stack()
+    assert [k for k, _ in net.parameters_and_names()] == [
+        "layers.0.weight", "layers.0.bias", "layers.2.weight", "layers.2.bias"]
+    assert net(loom.Tensor(np.ones((4, 3), np.float32))).shape == (4, 2)
