@@ -932,14 +932,17 @@ __global__ void max_pool_grad_kernel(PoolGeometryI<I> g, const int64_t* arg, con
 template <typename T, int kMode>
 void launch_max_pool(const PoolGeometry& g, const T* x, const T* grad, T* y, int64_t* arg,
                      int64_t total, cudaStream_t stream) {
+  auto launch = [&](auto index) {
+    using I = decltype(index);
+    max_pool_kernel<T, kMode, I><<<blocks(total), kThreads, 0, stream>>>(
+        narrow<I>(g), x, grad, y, arg, static_cast<I>(total));
+    check_launch();
+  };
   if (fits32(g)) {
-    max_pool_kernel<T, kMode, int><<<blocks(total), kThreads, 0, stream>>>(
-        narrow<int>(g), x, grad, y, arg, static_cast<int>(total));
+    launch(int{});
   } else {
-    max_pool_kernel<T, kMode, int64_t><<<blocks(total), kThreads, 0, stream>>>(
-        narrow<int64_t>(g), x, grad, y, arg, total);
+    launch(int64_t{});
   }
-  check_launch();
 }
 
 // AvgPool: the window's sum in row-major order over its elements inside the image, divided by
@@ -1022,14 +1025,17 @@ void max_pool_grad(const KernelContext& k) {
         workspace_base(k, round_up(static_cast<std::size_t>(pooled) * sizeof(int64_t)) + kAlign));
     launch_max_pool<T, 1>(g, k.in(0).data<T>(), nullptr, nullptr, arg, pooled, stream);
   }
+  auto launch = [&](auto index) {
+    using I = decltype(index);
+    max_pool_grad_kernel<T, I><<<blocks(total), kThreads, 0, stream>>>(
+        narrow<I>(g), arg, k.in(2).data<T>(), k.out(0).data<T>(), static_cast<I>(total));
+    check_launch();
+  };
   if (fits32(g)) {
-    max_pool_grad_kernel<T, int><<<blocks(total), kThreads, 0, stream>>>(
-        narrow<int>(g), arg, k.in(2).data<T>(), k.out(0).data<T>(), static_cast<int>(total));
+    launch(int{});
   } else {
-    max_pool_grad_kernel<T, int64_t><<<blocks(total), kThreads, 0, stream>>>(
-        narrow<int64_t>(g), arg, k.in(2).data<T>(), k.out(0).data<T>(), total);
+    launch(int64_t{});
   }
-  check_launch();
 }
 
 // MaxPoolGradGrad(x, out, grad) → pooled.

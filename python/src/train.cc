@@ -157,6 +157,26 @@ class PyDataset final : public data::Dataset {
   std::int64_t size_ = 0;
 };
 
+// Adam and AdamWeightDecay: the same arguments (MindSpore's), their own eps default.
+template <class O>
+void bind_adam(py::module_& m, const char* name, double eps_default) {
+  py::class_<O, optim::Optimizer, std::shared_ptr<O>>(m, name)
+      .def(py::init([](const py::object& params, const py::object& lr, double beta1, double beta2,
+                       double eps, double weight_decay) {
+             typename O::Options o;
+             o.learning_rate = learning_rate_of(lr);
+             o.beta1 = beta1;
+             o.beta2 = beta2;
+             o.eps = eps;
+             o.weight_decay = weight_decay;
+             o.groups = groups_of(params);
+             return std::make_shared<O>(std::move(o));
+           }),
+           py::arg("params"), py::arg("learning_rate") = 1e-3, py::arg("beta1") = 0.9,
+           py::arg("beta2") = 0.999, py::arg("eps") = eps_default,
+           py::arg("weight_decay") = 0.0);
+}
+
 std::map<std::string, std::shared_ptr<nn::Metric>> metrics_of(const py::object& metrics) {
   std::map<std::string, std::shared_ptr<nn::Metric>> out;
   if (metrics.is_none()) return out;
@@ -270,33 +290,8 @@ void init_train(py::module_& m) {
            py::arg("params"), py::arg("learning_rate") = 0.1, py::arg("momentum") = 0.0,
            py::arg("dampening") = 0.0, py::arg("weight_decay") = 0.0,
            py::arg("nesterov") = false);
-  py::class_<optim::Adam, optim::Optimizer, std::shared_ptr<optim::Adam>>(m, "Adam")
-      .def(py::init([](const py::object& params, const py::object& lr, double beta1, double beta2,
-                       double eps, double weight_decay) {
-             return std::make_shared<optim::Adam>(
-                 optim::Adam::Options{.learning_rate = learning_rate_of(lr),
-                                      .beta1 = beta1,
-                                      .beta2 = beta2,
-                                      .eps = eps,
-                                      .weight_decay = weight_decay,
-                                      .groups = groups_of(params)});
-           }),
-           py::arg("params"), py::arg("learning_rate") = 1e-3, py::arg("beta1") = 0.9,
-           py::arg("beta2") = 0.999, py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.0);
-  py::class_<optim::AdamWeightDecay, optim::Optimizer, std::shared_ptr<optim::AdamWeightDecay>>(
-      m, "AdamWeightDecay")
-      .def(py::init([](const py::object& params, const py::object& lr, double beta1, double beta2,
-                       double eps, double weight_decay) {
-             return std::make_shared<optim::AdamWeightDecay>(
-                 optim::AdamWeightDecay::Options{.learning_rate = learning_rate_of(lr),
-                                                 .beta1 = beta1,
-                                                 .beta2 = beta2,
-                                                 .eps = eps,
-                                                 .weight_decay = weight_decay,
-                                                 .groups = groups_of(params)});
-           }),
-           py::arg("params"), py::arg("learning_rate") = 1e-3, py::arg("beta1") = 0.9,
-           py::arg("beta2") = 0.999, py::arg("eps") = 1e-6, py::arg("weight_decay") = 0.0);
+  bind_adam<optim::Adam>(m, "Adam", 1e-8);
+  bind_adam<optim::AdamWeightDecay>(m, "AdamWeightDecay", 1e-6);
 
   // ---- one training step ----
   py::class_<nn::TrainOneStepCell, std::shared_ptr<nn::TrainOneStepCell>>(m, "TrainOneStepCell")
