@@ -1,10 +1,14 @@
 # loom_add_library(<name> SOURCES ... DEPS ...): one room's library, with the project root as its
 # include directory so that headers are included as "core/ir/anf.h".
+# Installed headers live under <prefix>/include/loom, so the same "core/ir/anf.h" works there.
+# Every room library is listed in the global property LOOM_LIBRARIES (installed and exported).
 function(loom_add_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_library(${name} STATIC ${ARG_SOURCES})
-  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                            $<INSTALL_INTERFACE:include/loom>)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+  set_property(GLOBAL APPEND PROPERTY LOOM_LIBRARIES ${name})
 endfunction()
 
 # loom_add_proto_library(<name> PROTOS <file.proto relative to this folder>...): runs protoc from
@@ -31,7 +35,9 @@ function(loom_add_proto_library name)
     list(APPEND srcs ${out}/${stem}.pb.cc)
   endforeach()
   add_library(${name} STATIC ${srcs})
-  target_include_directories(${name} PUBLIC ${gen_root})
+  target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${gen_root}>
+                                            $<INSTALL_INTERFACE:include/loom>)
+  set_property(GLOBAL APPEND PROPERTY LOOM_LIBRARIES ${name})
   target_link_libraries(${name} PUBLIC protobuf::libprotobuf)
   target_compile_options(${name} PRIVATE -w)
 endfunction()

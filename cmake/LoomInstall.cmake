@@ -1,0 +1,44 @@
+# `cmake --install build --prefix P`: the room libraries and the umbrella target loom (exported as
+# loom::loom, with loom::loom_<room> for each room), the headers under P/include/loom (the rooms'
+# .h files and the generated protobuf headers they include), the loom and ir-opt tools, a CMake
+# package (P/lib/cmake/loom: find_package(loom CONFIG REQUIRED) finds the dependencies again) and
+# a pkg-config file (P/lib/pkgconfig/loom.pc).
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+get_property(LOOM_LIBRARIES GLOBAL PROPERTY LOOM_LIBRARIES)
+install(TARGETS ${LOOM_LIBRARIES} loom EXPORT loomTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/loom)
+install(TARGETS loom_cli ir-opt RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+set(LOOM_HEADER_ROOMS core ops backends runtime data optim nn parallel models checkpoint summary
+    mindir debug train)
+foreach(room ${LOOM_HEADER_ROOMS})
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${room}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/loom/${room}
+          FILES_MATCHING PATTERN "*.h" PATTERN "reference" EXCLUDE PATTERN "proto" EXCLUDE)
+endforeach()
+install(DIRECTORY ${PROJECT_BINARY_DIR}/gen/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/loom
+        FILES_MATCHING PATTERN "*.pb.h")
+
+set(LOOM_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/loom)
+set(LOOM_HAVE_MPI_EXPORT ${LOOM_HAVE_MPI})
+install(EXPORT loomTargets NAMESPACE loom:: DESTINATION ${LOOM_CMAKE_DIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/loomConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/loomConfig.cmake
+                              INSTALL_DESTINATION ${LOOM_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/loomConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/loomConfig.cmake ${PROJECT_BINARY_DIR}/loomConfigVersion.cmake
+        DESTINATION ${LOOM_CMAKE_DIR})
+
+# pkg-config: the libraries dependents first (the reverse of the order the rooms made them in).
+set(LOOM_HAVE_MPI_EXPORT ${LOOM_HAVE_MPI})
+set(LOOM_PC_LIBS "")
+set(reversed ${LOOM_LIBRARIES})
+list(REVERSE reversed)
+foreach(lib ${reversed})
+  string(APPEND LOOM_PC_LIBS " -l${lib}")
+endforeach()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/loom.pc.in ${PROJECT_BINARY_DIR}/loom.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/loom.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# `cmake --install` into a fresh prefix, then a user's project built out of tree against it
+# (find_package(loom) → loom::loom): it compiles with the installed headers only, links the
+# installed libraries and their dependencies, and trains (tests/install/consumer). Also the
+# installed `loom` tool's version and the pkg-config file. $1: the build folder.
+set -euo pipefail
+build=$1
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+version=$("$work/prefix/bin/loom" info | head -1)
+[ "$version" = "loom 0.2.0" ] || { echo "FAILED: installed loom info says '$version'"; exit 1; }
+pc=$(PKG_CONFIG_PATH=$work/prefix/lib/pkgconfig pkg-config --modversion loom)
+[ "$pc" = "0.2.0" ] || { echo "FAILED: pkg-config --modversion loom says '$pc'"; exit 1; }
+# The consumer sees the installed headers, not the source tree's.
+cp -r "$root/tests/install/consumer" "$work/consumer"
+cmake -S "$work/consumer" -B "$work/consumer/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/configure.log" 2>&1 ||
+  { cat "$work/configure.log"; echo "FAILED: configuring the consumer"; exit 1; }
+if grep -q -- "-I$root" "$work/consumer/build/build.ninja"; then
+  echo "FAILED: the consumer's include path names the source tree"; exit 1
+fi
+cmake --build "$work/consumer/build" >"$work/build.log" 2>&1 ||
+  { tail -30 "$work/build.log"; echo "FAILED: building the consumer"; exit 1; }
+"$work/consumer/build/consumer"
+echo "install: passed"
