@@ -15,8 +15,11 @@ install(TARGETS loom_cli ir-opt RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 set(LOOM_HEADER_ROOMS core ops backends runtime data optim nn parallel models checkpoint summary
     mindir debug train)
 foreach(room ${LOOM_HEADER_ROOMS})
+  # Not the CUDA backend's own headers (they include CUDA's): a user reaches the GPU through
+  # backends/backend.h.
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${room}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/loom/${room}
-          FILES_MATCHING PATTERN "*.h" PATTERN "reference" EXCLUDE PATTERN "proto" EXCLUDE)
+          FILES_MATCHING PATTERN "*.h" PATTERN "reference" EXCLUDE PATTERN "proto" EXCLUDE
+          PATTERN "gpu" EXCLUDE)
 endforeach()
 install(DIRECTORY ${PROJECT_BINARY_DIR}/gen/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/loom
         FILES_MATCHING PATTERN "*.pb.h")

@@ -13,6 +13,20 @@ version=$("$work/prefix/bin/loom" info | head -1)
 [ "$version" = "loom 0.2.0" ] || { echo "FAILED: installed loom info says '$version'"; exit 1; }
 pc=$(PKG_CONFIG_PATH=$work/prefix/lib/pkgconfig pkg-config --modversion loom)
 [ "$pc" = "0.2.0" ] || { echo "FAILED: pkg-config --modversion loom says '$pc'"; exit 1; }
+# Every installed header compiles on its own against the installed include folder, and none
+# includes a private dependency's headers (oneDNN, OpenBLAS, MPI, OpenMP, CUDA, Eigen).
+inc=$work/prefix/include/loom
+leaks=$(grep -rlE '#include <(dnnl|oneapi/|cblas|openblas|mpi\.h|omp\.h|cuda|cudnn|cublas|Eigen)' \
+          "$inc" || true)
+[ -z "$leaks" ] || { echo "FAILED: installed headers include private dependencies: $leaks"; exit 1; }
+n=0
+while read -r h; do
+  printf '#include "%s"\n' "$h" >"$work/one.cc"
+  g++ -std=c++20 -fsyntax-only -I"$inc" "$work/one.cc" 2>"$work/one.err" ||
+    { head -5 "$work/one.err"; echo "FAILED: $h does not compile on its own"; exit 1; }
+  n=$((n + 1))
+done < <(cd "$inc" && find . -name '*.h' ! -name '*.pb.h' | sed 's|^\./||' | sort)
+echo "$n installed headers compile on their own"
 # The consumer sees the installed headers, not the source tree's.
 cp -r "$root/tests/install/consumer" "$work/consumer"
 cmake -S "$work/consumer" -B "$work/consumer/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
