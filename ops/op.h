@@ -207,6 +207,10 @@ class Registry {
  public:
   // The registry holding every built-in op (filled on first use).
   static const Registry& global();
+  // The same registry, for ops defined outside loom (a user's custom op: examples/custom_op/).
+  // Add them at start-up, before any graph uses them and before other threads look ops up (the
+  // registry takes no lock); their kernels go to each backend's kernels_mutable().
+  static Registry& global_mutable();
 
   // Adds an op; throws InternalError on a duplicate name, a missing infer, or a missing
   // bprop without a reason.

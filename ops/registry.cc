@@ -44,8 +44,10 @@ std::string InferContext::error(std::string_view message) const {
   return s;
 }
 
-const Registry& Registry::global() {
-  static const Registry* registry = [] {
+const Registry& Registry::global() { return global_mutable(); }
+
+Registry& Registry::global_mutable() {
+  static Registry* registry = [] {
     auto* r = new Registry();
     register_structural_ops(*r);
     register_math_ops(*r);
