@@ -143,6 +143,15 @@ for _cls in (Tensor, Var):
 del _cls
 Tensor.__setitem__ = _setitem
 
+
+def _var_bool(self):
+    raise TypeError("a traced value (loom.Var) has no truth value while a function or construct "
+                    "is traced: Python's if / while run once, at trace time; branch on data "
+                    "with ops.Select, or compute the condition outside the traced code")
+
+
+Var.__bool__ = _var_bool
+
 # A Python number on the left of a Tensor operator takes the tensor's dtype (ops convert numbers
 # to the first tensor argument's dtype, which the reflected methods pass second).
 _loom  # noqa: B018  (the module the operators call through)

@@ -134,3 +134,13 @@ def test_grad_of_a_cell_and_second_order_through_a_cell():
         return ops.ReduceSum(loom.grad(f)(x), axis=(), keep_dims=False)
 
     np.testing.assert_allclose(loom.grad(g)(x32).asnumpy(), g2.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_python_if_on_a_traced_value_is_a_clear_error():
+    def f(x):
+        if ops.ReduceSum(x, axis=(), keep_dims=False) > 0:  # decided at trace time: refused
+            return ops.ReduceSum(x * x, axis=(), keep_dims=False)
+        return ops.ReduceSum(x, axis=(), keep_dims=False)
+
+    with pytest.raises(TypeError, match="no truth value"):
+        loom.grad(f)(np.ones(3))
