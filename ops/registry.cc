@@ -15,9 +15,13 @@ ir::Node* Var::node() const {
 }
 
 const ir::Value& Var::value() const {
-  if (kind_ != Kind::kValue) {
-    throw InternalError("Var::value: expected a value Var, got another kind");
+  if (kind_ == Kind::kNode) {
+    // The usual way here: a construct reading a tensor on the host while it is traced.
+    throw TypeError("Var::value: expected a concrete value, got a traced graph value (a construct "
+                    "traced in graph mode cannot read tensors on the host; compute with ops, "
+                    "branch on data with nn::cond, or run it in PyNative mode)");
   }
+  if (kind_ != Kind::kValue) throw InternalError("Var::value: expected a value Var, got none");
   return value_;
 }
 

@@ -205,5 +205,35 @@ TEST(TraceErrors, RankMistakes) {
   EXPECT_NO_THROW(trace(dense_net, {Abstract::tensor(DType::kFloat32, {2, 4})}, "ok"));
 }
 
+// A construct that reads its input on the host works op by op (PyNative) and is a TypeError
+// saying why when traced: in graph mode it runs once, on graph values.
+class HostReader : public Cell {
+ public:
+  HostReader() : Cell("HostReader") {}
+  ops::Var construct(const std::vector<ops::Var>& in) override {
+    const double first = in[0].value().as_tensor().get(0);
+    return first > 0 ? relu(in[0]) : in[0];
+  }
+};
+
+TEST(TraceErrors, ReadingATracedValueOnTheHost) {
+  HostReader net;
+  Tensor x = Tensor::from_vector<float>({2}, {1.0f, -1.0f});
+  {
+    ModeScope pynative(ExecMode::kPyNative);
+    EXPECT_EQ(net(ops::Var(Value::tensor(x))).value().as_tensor().to_doubles(),
+              (std::vector<double>{1.0, 0.0}));
+  }
+  try {
+    trace(net, {Abstract::tensor(DType::kFloat32, {2})}, "host");
+    FAIL() << "expected a TypeError";
+  } catch (const TypeError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "Var::value: expected a concrete value, got a traced graph value (a construct "
+              "traced in graph mode cannot read tensors on the host; compute with ops, branch on "
+              "data with nn::cond, or run it in PyNative mode) (in HostReader)");
+  }
+}
+
 }  // namespace
 }  // namespace loom::nn
