@@ -43,5 +43,24 @@ list(REVERSE reversed)
 foreach(lib ${reversed})
   string(APPEND LOOM_PC_LIBS " -l${lib}")
 endforeach()
+# The libraries loom's static libraries need that have no pkg-config module of their own
+# (Libs.private: `pkg-config --static --libs loom`).
+set(LOOM_PC_PRIVATE "")
+find_package(OpenMP COMPONENTS CXX QUIET)  # the rooms found them in their own scopes
+if(LOOM_HAVE_MPI)
+  find_package(MPI COMPONENTS C QUIET)
+endif()
+foreach(lib ${LOOM_DNNL_LIBRARY} ${OpenMP_CXX_LIBRARIES} ${MPI_C_LIBRARIES})
+  if(lib)
+    string(APPEND LOOM_PC_PRIVATE " ${lib}")
+  endif()
+endforeach()
+if(LOOM_HAVE_CUDA)
+  string(APPEND LOOM_PC_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -lcublas -lcublasLt"
+         " ${LOOM_CUDNN_LIBRARY} -lrt -ldl")
+endif()
+string(APPEND LOOM_PC_PRIVATE " -lpthread")
+# Relocatable: the prefix is found from the .pc file's own folder (--prefix at install time).
+file(RELATIVE_PATH LOOM_PC_TO_PREFIX /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/loom.pc.in ${PROJECT_BINARY_DIR}/loom.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/loom.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -38,6 +38,13 @@ fi
 cmake --build "$work/consumer/build" >"$work/build.log" 2>&1 ||
   { tail -30 "$work/build.log"; echo "FAILED: building the consumer"; exit 1; }
 "$work/consumer/build/consumer"
+# The same program through pkg-config alone (static libraries: --static for their dependencies).
+export PKG_CONFIG_PATH=$work/prefix/lib/pkgconfig
+# shellcheck disable=SC2046
+g++ -O1 $(pkg-config --cflags loom) "$work/consumer/main.cc" -o "$work/consumer_pc" \
+  $(pkg-config --static --libs loom) >"$work/pc.log" 2>&1 ||
+  { tail -20 "$work/pc.log"; echo "FAILED: building the consumer with pkg-config"; exit 1; }
+"$work/consumer_pc" | sed 's/^consumer:/consumer (pkg-config):/'
 # The examples are standalone projects too: each builds against the prefix alone.
 for dir in "$root"/examples/*/; do
   [ -f "$dir/CMakeLists.txt" ] || continue
