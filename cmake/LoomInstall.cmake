@@ -64,3 +64,19 @@ string(APPEND LOOM_PC_PRIVATE " -lpthread")
 file(RELATIVE_PATH LOOM_PC_TO_PREFIX /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/loom.pc.in ${PROJECT_BINARY_DIR}/loom.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/loom.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# A Debian package of the same install: `cpack -G DEB --config build/CPackConfig.cmake` (from the
+# build folder) makes loom_<version>_<arch>.deb; its dependencies are the Debian packages the
+# build found (the -dev ones, since a user builds against loom's headers and static libraries).
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME loom)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "loom developers")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+    "A graph-mode deep-learning framework in the family of MindSpore (C++ API and tools)")
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS
+    "libopenblas-dev, libeigen3-dev, libprotobuf-dev, zlib1g-dev, libssl-dev, nlohmann-json3-dev, libdnnl-dev, libopenmpi-dev")
+set(CPACK_INSTALL_CMAKE_PROJECTS "${PROJECT_BINARY_DIR};loom;Unspecified;/")
+include(CPack)

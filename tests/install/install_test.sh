@@ -69,4 +69,14 @@ for dir in "$root"/examples/*/; do
   esac || { echo "$out" | tail -20; echo "FAILED: examples/$name run against the installed loom"; exit 1; }
   echo "examples/$name: built and run against the installed loom"
 done
+# The Debian package of the same install (CPack).
+(cd "$build" && cpack -G DEB --config CPackConfig.cmake -B "$work/deb" >"$work/cpack.log" 2>&1) ||
+  { tail -20 "$work/cpack.log"; echo "FAILED: cpack -G DEB"; exit 1; }
+deb=$(ls "$work"/deb/loom_0.2.0_*.deb)
+contents=$(dpkg-deb -c "$deb")
+for f in ./usr/bin/loom ./usr/bin/ir-opt ./usr/lib/cmake/loom/loomConfig.cmake \
+         ./usr/lib/pkgconfig/loom.pc ./usr/include/loom/nn/cell.h ./usr/lib/libloom_nn.a; do
+  grep -q " $f\$" <<<"$contents" || { echo "FAILED: $deb lacks $f"; exit 1; }
+done
+echo "$(basename "$deb"): $(dpkg-deb -f "$deb" Package Version | tr '\n' ' ')"
 echo "install: passed"
