@@ -363,15 +363,22 @@ class Compiler {
     for (std::size_t i = 0; i < n; ++i) {
       for (std::size_t b : L[i].outputs) writer[b] = static_cast<std::ptrdiff_t>(i);
     }
+    auto bytes = [&](std::size_t b) {
+      const Executable::Buffer& buf = x_.buffers_[b];
+      return static_cast<double>(shape_numel(buf.shape)) * static_cast<double>(dtype_size(buf.dtype));
+    };
     std::vector<std::size_t> readers(x_.buffers_.size(), 0);  // launches that read it, left
     std::vector<std::vector<std::size_t>> succ(n);
+    std::vector<std::vector<std::size_t>> ins(n);  // each launch's distinct inputs
+    std::vector<double> allocates(n, 0.0);         // bytes of each launch's outputs
     std::vector<std::size_t> waiting(n, 0);  // producers not yet scheduled
     for (std::size_t i = 0; i < n; ++i) {
-      std::vector<std::size_t> ins = L[i].inputs;
-      std::sort(ins.begin(), ins.end());
-      ins.erase(std::unique(ins.begin(), ins.end()), ins.end());
+      ins[i] = L[i].inputs;
+      std::sort(ins[i].begin(), ins[i].end());
+      ins[i].erase(std::unique(ins[i].begin(), ins[i].end()), ins[i].end());
+      for (std::size_t b : L[i].outputs) allocates[i] += bytes(b);
       std::vector<std::size_t> preds;
-      for (std::size_t b : ins) {
+      for (std::size_t b : ins[i]) {
         ++readers[b];
         if (writer[b] >= 0) preds.push_back(static_cast<std::size_t>(writer[b]));
       }
@@ -384,17 +391,9 @@ class Compiler {
     std::vector<std::size_t> outs;
     output_leaves(x_.output_, outs);
     for (std::size_t b : outs) kept[b] = true;
-    auto bytes = [&](std::size_t b) {
-      const Executable::Buffer& buf = x_.buffers_[b];
-      return static_cast<double>(shape_numel(buf.shape)) * static_cast<double>(dtype_size(buf.dtype));
-    };
-    auto score = [&](std::size_t i) {
-      double s = 0;
-      for (std::size_t b : L[i].outputs) s -= bytes(b);
-      std::vector<std::size_t> ins = L[i].inputs;
-      std::sort(ins.begin(), ins.end());
-      ins.erase(std::unique(ins.begin(), ins.end()), ins.end());
-      for (std::size_t b : ins) {
+    auto score = [&](std::size_t i) {  // bytes freed (last reader) less bytes allocated
+      double s = -allocates[i];
+      for (std::size_t b : ins[i]) {
         if (readers[b] == 1 && !kept[b] && x_.buffers_[b].kind == Executable::BufferKind::kIntermediate) {
           s += bytes(b);
         }
@@ -435,10 +434,7 @@ class Compiler {
       const std::size_t i = ready[best];
       ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
       order.push_back(i);
-      std::vector<std::size_t> ins = L[i].inputs;
-      std::sort(ins.begin(), ins.end());
-      ins.erase(std::unique(ins.begin(), ins.end()), ins.end());
-      for (std::size_t b : ins) --readers[b];
+      for (std::size_t b : ins[i]) --readers[b];
       for (std::size_t j : succ[i]) {
         if (--waiting[j] == 0) ready.push_back(j);
       }

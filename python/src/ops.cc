@@ -183,7 +183,7 @@ py::object from_value(const ir::Value& v) {
   if (v.is_tuple()) {
     py::tuple t(v.elements().size());
     for (std::size_t i = 0; i < v.elements().size(); ++i) t[i] = from_value(v.elements()[i]);
-    return std::move(t);
+    return t;
   }
   if (v.is_none()) return py::none();
   if (v.is_scalar()) {
@@ -210,7 +210,7 @@ py::object from_var(const ops::Var& v) {
     for (std::size_t i = 0; i < n; ++i) {
       t[i] = from_var(nn::current_emitter().tuple_get(v, static_cast<std::int64_t>(i)));
     }
-    return std::move(t);
+    return t;
   }
   return py::cast(v);
 }

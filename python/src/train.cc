@@ -540,7 +540,6 @@ void init_train(py::module_& m) {
       "NumpySlicesDataset",
       [](const py::object& data, const std::vector<std::string>& column_names) {
         std::vector<Tensor> tensors;
-        py::object cols = data;
         std::vector<std::string> names = column_names;
         if (py::isinstance<py::dict>(data)) {
           names.clear();

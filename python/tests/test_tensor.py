@@ -1,5 +1,6 @@
 """loom.Tensor and NumPy / DLPack: shared memory both ways, lifetimes, dtypes, copies."""
 import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -39,8 +40,10 @@ def test_tensor_keeps_the_array_alive():
     a = np.arange(6, dtype=np.float32)
     t = loom.Tensor(a)
     ptr = a.ctypes.data
+    owner = weakref.ref(a)
     del a
     gc.collect()
+    assert owner() is not None  # the tensor holds the array
     assert t.data_ptr() == ptr
     np.testing.assert_array_equal(t.asnumpy(), np.arange(6, dtype=np.float32))
 
@@ -114,3 +117,15 @@ def test_repr_names_shape_dtype_and_values():
     s = repr(loom.Tensor(np.array([[1, 2]], np.int32)))
     assert s.startswith("Tensor(shape=(1, 2), dtype=Int32, value=")
     assert "[[1 2]]" in s
+
+
+def test_the_array_is_freed_with_its_last_tensor():
+    a = np.arange(6, dtype=np.float32)
+    owner = weakref.ref(a)
+    t = loom.Tensor(a)
+    del a
+    gc.collect()
+    assert owner() is not None
+    del t
+    gc.collect()
+    assert owner() is None  # no leak: the storage released its owner
