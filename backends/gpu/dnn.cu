@@ -699,6 +699,20 @@ struct Scale {
   T one = 1, zero = 0;
 };
 
+// The input cuDNN reads: x itself, or (asymmetric padding) x copied with its explicit zero border
+// into the start of the workspace, for the forward pass and the filter gradient alike.
+template <typename T>
+const T* padded_input(const CudaContext& ctx, const ConvPlan& p, const T* x, char* ws) {
+  if (!p.padded) return x;
+  const ConvGeometry& g = p.g;
+  T* xp = reinterpret_cast<T*>(ws);
+  const int64_t total = g.n * g.c * p.hp * p.wp;
+  pad_kernel<T><<<blocks(total), kThreads, 0, ctx.stream>>>(x, xp, total, g.h, g.w, p.hp, p.wp,
+                                                             p.pad_top, p.pad_left);
+  check_launch();
+  return xp;
+}
+
 template <typename T>
 void conv2d_forward(const KernelContext& k, const ConvPlan& p) {
   const CudaContext& ctx = context(k);
@@ -711,16 +725,7 @@ void conv2d_forward(const KernelContext& k, const ConvPlan& p) {
     return;
   }
   char* ws = workspace_base(k, p.workspace);
-  const ConvGeometry& g = p.g;
-  const T* src = x;
-  if (p.padded) {
-    T* xp = reinterpret_cast<T*>(ws);
-    const int64_t total = g.n * g.c * p.hp * p.wp;
-    pad_kernel<T><<<blocks(total), kThreads, 0, ctx.stream>>>(x, xp, total, g.h, g.w, p.hp, p.wp,
-                                                               p.pad_top, p.pad_left);
-    check_launch();
-    src = xp;
-  }
+  const T* src = padded_input(ctx, p, x, ws);
   const Scale<T> s;
   LOOM_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn, &s.one, p.d.x, src, p.d.w, w, p.d.conv,
                                            p.fwd, p.cudnn_bytes ? ws + p.pad_bytes : nullptr,
@@ -785,16 +790,7 @@ void conv2d_backprop_filter(const KernelContext& k) {
     return;
   }
   char* ws = workspace_base(k, p.workspace);
-  const ConvGeometry& g = p.g;
-  const T* src = x;
-  if (p.padded) {
-    T* xp = reinterpret_cast<T*>(ws);
-    const int64_t total = g.n * g.c * p.hp * p.wp;
-    pad_kernel<T><<<blocks(total), kThreads, 0, ctx.stream>>>(x, xp, total, g.h, g.w, p.hp, p.wp,
-                                                               p.pad_top, p.pad_left);
-    check_launch();
-    src = xp;
-  }
+  const T* src = padded_input(ctx, p, x, ws);
   const Scale<T> s;
   LOOM_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
       ctx.cudnn, &s.one, p.d.x, src, p.d.y, dout, p.d.conv, p.bwd_filter,
