@@ -129,7 +129,7 @@ def make_model():
                       metrics={"accuracy", "loss"})
 
 
-def test_python_callbacks_run_at_mindsporess_hook_points():
+def test_python_callbacks_run_at_mindspores_hook_points():
     model = make_model()
     rec = Recorder()
     model.train(2, small_data(), callbacks=[rec])
