@@ -1,10 +1,11 @@
-// Eager execution: calling an op on concrete values runs its kernel at once. This is the
-// PyNative path, the executor of bprop rules in gradient checks, and how constant folding
-// evaluates. Structural ops (MakeTuple, TupleGetItem, Depend, StopGradient) are handled here
-// without kernels.
-//
-//   Value y = run_op("MatMul", {Value::tensor(a), Value::tensor(b)},
-//                    {{"transpose_b", Value::boolean(true)}});
+/// \file
+/// Eager execution: calling an op on concrete values runs its kernel at once. This is the
+/// PyNative path, the executor of bprop rules in gradient checks, and how constant folding
+/// evaluates. Structural ops (MakeTuple, TupleGetItem, Depend, StopGradient) are handled here
+/// without kernels.
+///
+///   Value y = run_op("MatMul", {Value::tensor(a), Value::tensor(b)},
+///                    {{"transpose_b", Value::boolean(true)}});
 #pragma once
 
 #include <span>
@@ -16,16 +17,16 @@
 
 namespace loom::backend {
 
-// Infers the result from the arguments' values, allocates it (zero-filled) on the device the
-// tensor arguments live on (all on one; the CPU for an op without tensor arguments), finds that
-// backend's kernel for (op, the dtype named by OpDef::kernel_dtype_from) and runs it. Throws the
-// inference errors, ValueError for arguments on two devices, or TypeError("<Op>: expected a CPU
-// kernel for <dtype>, got none") when no kernel exists.
+/// Infers the result from the arguments' values, allocates it (zero-filled) on the device the
+/// tensor arguments live on (all on one; the CPU for an op without tensor arguments), finds that
+/// backend's kernel for (op, the dtype named by OpDef::kernel_dtype_from) and runs it. Throws the
+/// inference errors, ValueError for arguments on two devices, or TypeError("<Op>: expected a CPU
+/// kernel for <dtype>, got none") when no kernel exists.
 ir::Value run_op(const ir::Primitive& prim, std::span<const ir::Value> args);
 ir::Value run_op(std::string_view op, const std::vector<ir::Value>& args,
                  ir::Primitive::Attrs attrs = {});
 
-// An Emitter that computes at once: Vars hold concrete Values.
+/// An Emitter that computes at once: Vars hold concrete Values.
 class EagerEmitter final : public ops::Emitter {
  public:
   ops::Var emit(std::string_view op, const std::vector<ops::Var>& args,
@@ -34,8 +35,8 @@ class EagerEmitter final : public ops::Emitter {
   ir::AbstractPtr abstract_of(const ops::Var& v) override;
 };
 
-// Runs op's bprop rule eagerly: the gradients of `args` given the forward result `out` and its
-// gradient `dout`. Entries for inputs without a gradient are None values.
+/// Runs op's bprop rule eagerly: the gradients of `args` given the forward result `out` and its
+/// gradient `dout`. Entries for inputs without a gradient are None values.
 std::vector<ir::Value> run_bprop(const ir::Primitive& prim, std::span<const ir::Value> args,
                                  const ir::Value& out, const ir::Value& dout);
 

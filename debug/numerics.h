@@ -1,20 +1,21 @@
-// --check-numerics: the first NaN or Inf a kernel produces stops the run with one message naming
-// the node — op, dump name, Cell path, source line, role (for a gradient node, the forward node
-// it differentiates), the training step — and its inputs' statistics, after writing the node's
-// inputs and outputs as .npy files in the dump layout (debug/dump.h). In graph mode, without a
-// re-run: every floating output is tested as it is produced (a vectorized test of the exponent
-// bits, debug/tensor_stats.h). It asks for intact inputs (a plan without in-place reuse), so the
-// inputs it reports are the ones the kernel read.
-//
-//   auto check = std::make_shared<debug::NumericsChecker>(
-//       debug::NumericsOptions{.dump_dir = "numerics", .net_name = "lenet"});
-//   model.add_observer(check);
-//   model.fit(epochs, train, test, {check.get()});   // the callback gives it the step numbers
-//   // throws debug::NumericsError at the first non-finite value
-//
-// debug::set_check_numerics(true) installs one checker into every compiled function made
-// afterwards (runtime::add_default_observer), the context setting of a C++ program: its messages
-// count runs instead of training steps.
+/// \file
+/// --check-numerics: the first NaN or Inf a kernel produces stops the run with one message naming
+/// the node — op, dump name, Cell path, source line, role (for a gradient node, the forward node
+/// it differentiates), the training step — and its inputs' statistics, after writing the node's
+/// inputs and outputs as .npy files in the dump layout (debug/dump.h). In graph mode, without a
+/// re-run: every floating output is tested as it is produced (a vectorized test of the exponent
+/// bits, debug/tensor_stats.h). It asks for intact inputs (a plan without in-place reuse), so the
+/// inputs it reports are the ones the kernel read.
+///
+///   auto check = std::make_shared<debug::NumericsChecker>(
+///       debug::NumericsOptions{.dump_dir = "numerics", .net_name = "lenet"});
+///   model.add_observer(check);
+///   model.fit(epochs, train, test, {check.get()});   // the callback gives it the step numbers
+///   // throws debug::NumericsError at the first non-finite value
+///
+/// debug::set_check_numerics(true) installs one checker into every compiled function made
+/// afterwards (runtime::add_default_observer), the context setting of a C++ program: its messages
+/// count runs instead of training steps.
 #pragma once
 
 #include <cstdint>
@@ -30,17 +31,17 @@
 namespace loom::debug {
 
 struct NumericsReport {
-  std::string function;          // "train_step", "eval", ...
-  std::int64_t graph = 0;        // the dump layout's graph id
-  std::int64_t iteration = 0;    // the training step - 1, or the program's run count
+  std::string function;          ///< "train_step", "eval", ...
+  std::int64_t graph = 0;        ///< the dump layout's graph id
+  std::int64_t iteration = 0;    ///< the training step - 1, or the program's run count
   bool in_training_step = false;
   std::string op, op_name, full_name, scope, file, graph_name;
   int line = 0;
   ir::Role role = ir::Role::kForward;
-  std::string forward;           // a gradient node: the forward node's scope
-  std::int64_t output = 0;       // the first output with non-finite values
+  std::string forward;           ///< a gradient node: the forward node's scope
+  std::int64_t output = 0;       ///< the first output with non-finite values
   std::int64_t nan = 0, inf = 0, count = 0;
-  std::string dump_dir;          // where its inputs and outputs were written ("" when not)
+  std::string dump_dir;          ///< where its inputs and outputs were written ("" when not)
 };
 
 class NumericsError : public Error {
@@ -88,8 +89,8 @@ class NumericsChecker : public runtime::Observer, public nn::Callback {
   std::int64_t last_timestamp_ = 0;
 };
 
-// Installs (true) or removes (false) a process-wide checker in the default observers of
-// runtime::CompiledFunction: functions made afterwards check their launches.
+/// Installs (true) or removes (false) a process-wide checker in the default observers of
+/// runtime::CompiledFunction: functions made afterwards check their launches.
 void set_check_numerics(bool on, NumericsOptions options = {});
 bool check_numerics();
 

@@ -1,25 +1,26 @@
-// The profiler: where a training step's time and memory go — MindSpore's Profiler with its knobs
-// (mindformers' profile, profile_start_step, profile_stop_step, profile_memory,
-// profile_communication), as an observer of the compiled step and a callback of the training
-// loop. docs/design.md ("the profiler") has the files it writes; docs/profiling.md is a
-// walk-through.
-//
-//   auto prof = std::make_shared<debug::Profiler>(debug::ProfilerOptions{
-//       .output_path = "prof", .start_step = 2, .stop_step = 5, .profile_memory = true});
-//   model.add_observer(prof);
-//   model.train(epochs, ds, {prof.get()});   // records steps 2..5 (global, 1-based)
-//   prof->analyse();                          // writes prof/*_0.csv, the timeline, ...
-//
-// Or by hand around any compiled call: prof->start(); cell(x); prof->stop(); prof->analyse()
-// (each start/stop window is one "step").
-//
-// Recorded while a chosen step runs (nothing outside, and nothing at all without a profiler):
-// every kernel launch (its node interned once: op, dump name, full name, Cell scope, role, the
-// forward node, file:line, FLOPs from OpDef::flops and the bytes it reads and writes) with its
-// start and duration on the launching thread; each pool worker's share of every parallel_for
-// (backend::ThreadPool::set_trace); the data wait before the step and the compile time inside
-// it; with profile_communication every all-reduce bucket (parallel::Communicator::set_trace);
-// with profile_memory the step plan's buffers and the process RSS.
+/// \file
+/// The profiler: where a training step's time and memory go — MindSpore's Profiler with its knobs
+/// (mindformers' profile, profile_start_step, profile_stop_step, profile_memory,
+/// profile_communication), as an observer of the compiled step and a callback of the training
+/// loop. docs/design.md ("the profiler") has the files it writes; docs/profiling.md is a
+/// walk-through.
+///
+///   auto prof = std::make_shared<debug::Profiler>(debug::ProfilerOptions{
+///       .output_path = "prof", .start_step = 2, .stop_step = 5, .profile_memory = true});
+///   model.add_observer(prof);
+///   model.train(epochs, ds, {prof.get()});   // records steps 2..5 (global, 1-based)
+///   prof->analyse();                          // writes prof/*_0.csv, the timeline, ...
+///
+/// Or by hand around any compiled call: prof->start(); cell(x); prof->stop(); prof->analyse()
+/// (each start/stop window is one "step").
+///
+/// Recorded while a chosen step runs (nothing outside, and nothing at all without a profiler):
+/// every kernel launch (its node interned once: op, dump name, full name, Cell scope, role, the
+/// forward node, file:line, FLOPs from OpDef::flops and the bytes it reads and writes) with its
+/// start and duration on the launching thread; each pool worker's share of every parallel_for
+/// (backend::ThreadPool::set_trace); the data wait before the step and the compile time inside
+/// it; with profile_communication every all-reduce bucket (parallel::Communicator::set_trace);
+/// with profile_memory the step plan's buffers and the process RSS.
 #pragma once
 
 #include <cstdint>
@@ -41,20 +42,20 @@ namespace loom::debug {
 
 struct ProfilerOptions {
   std::string output_path = "profile";
-  std::int64_t start_step = 1;  // the first global step recorded (1-based)
-  std::int64_t stop_step = 10;  // the last one (included)
+  std::int64_t start_step = 1;  ///< the first global step recorded (1-based)
+  std::int64_t stop_step = 10;  ///< the last one (included)
   bool profile_memory = false;
   bool profile_communication = false;
   int rank = 0, ranks = 1;
-  std::string model;            // written into profile_info
-  // Where the profiled steps run: on a device its peak (Backend::peak_fp32_gflops) and name go
-  // into the tables and profile_info instead of the CPU's.
+  std::string model;            ///< written into profile_info
+  /// Where the profiled steps run: on a device its peak (Backend::peak_fp32_gflops) and name go
+  /// into the tables and profile_info instead of the CPU's.
   Device device = Device::kCPU;
 };
 
 class Profiler : public runtime::Observer, public nn::Callback {
  public:
-  // ValueError when start_step < 1 or stop_step < start_step.
+  /// ValueError when start_step < 1 or stop_step < start_step.
   explicit Profiler(ProfilerOptions options);
   ~Profiler() override;
   Profiler(const Profiler&) = delete;
@@ -62,51 +63,51 @@ class Profiler : public runtime::Observer, public nn::Callback {
 
   const ProfilerOptions& options() const { return options_; }
 
-  // By hand: records every launch until stop() as one more step.
+  /// By hand: records every launch until stop() as one more step.
   void start();
   void stop();
   bool recording() const { return recording_; }
 
-  // Writes the files into options().output_path (created); returns their paths. ValueError
-  // naming the file when one cannot be written, or when nothing was recorded.
+  /// Writes the files into options().output_path (created); returns their paths. ValueError
+  /// naming the file when one cannot be written, or when nothing was recorded.
   std::vector<std::string> analyse();
 
-  // Observer.
+  /// Observer.
   void before_launch(const runtime::LaunchEvent& e) override;
   void after_launch(const runtime::LaunchEvent& e) override;
-  // Callback: the steps in [start_step, stop_step] are recorded.
+  /// Callback: the steps in [start_step, stop_step] are recorded.
   void on_train_step_begin(nn::RunContext& rc) override;
   void on_train_step_end(nn::RunContext& rc) override;
 
   std::int64_t steps_recorded() const { return static_cast<std::int64_t>(steps_.size()); }
   std::int64_t launches_recorded() const { return static_cast<std::int64_t>(launches_.size()); }
 
-  struct Node {                 // one launched node, interned at its first launch
+  struct Node {                 ///< one launched node, interned at its first launch
     std::string op, op_name, full_name, scope, forward, file, graph;
     int line = 0;
     ir::Role role = ir::Role::kForward;
     int depth = 0;
-    double flops = 0;            // per launch (OpDef::flops), 0 when the op has none
-    std::int64_t bytes = 0;      // read + written per launch
-    std::string shapes;          // "Float32(32, 1, 32, 32);Float32(6, 1, 5, 5) -> Float32(...)"
+    double flops = 0;            ///< per launch (OpDef::flops), 0 when the op has none
+    std::int64_t bytes = 0;      ///< read + written per launch
+    std::string shapes;          ///< "Float32(32, 1, 32, 32);Float32(6, 1, 5, 5) -> Float32(...)"
   };
   struct Launch {
     std::int32_t node;
-    std::int32_t step;           // index into the recorded steps
+    std::int32_t step;           ///< index into the recorded steps
     std::int64_t begin_ns, end_ns;
-    std::int64_t plan_index;     // its index in the step plan's launch order (depth 0), else -1
+    std::int64_t plan_index;     ///< its index in the step plan's launch order (depth 0), else -1
   };
   struct Step {
-    std::int64_t number = 0;     // the global step (by hand: the window's number)
+    std::int64_t number = 0;     ///< the global step (by hand: the window's number)
     std::int64_t begin_ns = 0, end_ns = 0;
     double data_wait_s = 0, compile_s = 0;
     double rss_mib = 0;
-    const runtime::Executable* plan = nullptr;  // the step's compiled plan, when known
+    const runtime::Executable* plan = nullptr;  ///< the step's compiled plan, when known
   };
-  struct Span {                  // a pool worker's share of a parallel_for, or a reduction
+  struct Span {                  ///< a pool worker's share of a parallel_for, or a reduction
     int thread;
     std::int64_t begin_ns, end_ns;
-    std::int64_t id = 0;         // reductions: the all-reduce id
+    std::int64_t id = 0;         ///< reductions: the all-reduce id
     std::size_t bytes = 0;
     bool communication_thread = true;
   };
@@ -122,7 +123,7 @@ class Profiler : public runtime::Observer, public nn::Callback {
 
   ProfilerOptions options_;
   double peak_gflops_ = 0;
-  std::string device_;  // the device the steps ran on (empty: the CPU)
+  std::string device_;  ///< the device the steps ran on (empty: the CPU)
   int threads_ = 1;
   std::int64_t origin_ns_ = 0;
   bool recording_ = false;
@@ -132,7 +133,7 @@ class Profiler : public runtime::Observer, public nn::Callback {
   std::vector<Node> nodes_;
   std::unordered_map<const ir::DebugInfo*, std::int32_t> node_of_;
   std::vector<Launch> launches_;
-  std::vector<std::int64_t> open_;  // launch begin times of the launches running (nesting)
+  std::vector<std::int64_t> open_;  ///< launch begin times of the launches running (nesting)
   std::unique_ptr<PoolSink> pool_sink_;
   std::unique_ptr<CommSink> comm_sink_;
   std::mutex spans_mu_;

@@ -1,9 +1,10 @@
-// MindSpore 2.x callbacks: a Callback overrides the hooks it needs; Model calls them with a
-// RunContext describing where training is. Order per train(): on_train_begin, then per epoch
-// on_train_epoch_begin, (on_train_step_begin, on_train_step_end) per step, on_train_epoch_end,
-// and on_train_end last; each hook goes to the callbacks in the order given. A hook that throws
-// ends training with that error. Model::eval calls on_eval_begin and, with metrics filled and
-// cur_step_num = the batches evaluated, on_eval_end.
+/// \file
+/// MindSpore 2.x callbacks: a Callback overrides the hooks it needs; Model calls them with a
+/// RunContext describing where training is. Order per train(): on_train_begin, then per epoch
+/// on_train_epoch_begin, (on_train_step_begin, on_train_step_end) per step, on_train_epoch_end,
+/// and on_train_end last; each hook goes to the callbacks in the order given. A hook that throws
+/// ends training with that error. Model::eval calls on_eval_begin and, with metrics filled and
+/// cur_step_num = the batches evaluated, on_eval_end.
 #pragma once
 
 #include <chrono>
@@ -19,29 +20,29 @@ namespace loom::nn {
 class Cell;
 class TrainOneStepCell;
 
-// Model::train fills it before each hook. On a resumed run (TrainOptions) the counters continue
-// from the resume point: at on_train_begin cur_epoch_num is the epochs already done (0 on a fresh
-// run) and cur_step_num the steps already done; at on_train_epoch_begin step_in_epoch is the
-// number of the epoch's rows already consumed (0 unless resuming mid-epoch).
+/// Model::train fills it before each hook. On a resumed run (TrainOptions) the counters continue
+/// from the resume point: at on_train_begin cur_epoch_num is the epochs already done (0 on a fresh
+/// run) and cur_step_num the steps already done; at on_train_epoch_begin step_in_epoch is the
+/// number of the epoch's rows already consumed (0 unless resuming mid-epoch).
 struct RunContext {
-  std::int64_t epoch_num = 0;      // total epochs of this train()
-  std::int64_t cur_epoch_num = 0;  // 1-based
-  std::int64_t batch_num = 0;      // steps per epoch (the dataset's size)
-  std::int64_t cur_step_num = 0;   // 1-based, counted over all epochs (global step)
-  std::int64_t step_in_epoch = 0;  // 1-based
-  std::int64_t batch_size = 0;     // rows of the current batch
-  Tensor data;                     // the current batch's input (column 0), from step begin on
-  // The last step's loss (MindSpore's net_outputs), on the step's device: backend::to_host
-  // reads it (on a GPU that waits for the step; Model::train itself reads a device's losses 64
-  // steps at a time).
+  std::int64_t epoch_num = 0;      ///< total epochs of this train()
+  std::int64_t cur_epoch_num = 0;  ///< 1-based
+  std::int64_t batch_num = 0;      ///< steps per epoch (the dataset's size)
+  std::int64_t cur_step_num = 0;   ///< 1-based, counted over all epochs (global step)
+  std::int64_t step_in_epoch = 0;  ///< 1-based
+  std::int64_t batch_size = 0;     ///< rows of the current batch
+  Tensor data;                     ///< the current batch's input (column 0), from step begin on
+  /// The last step's loss (MindSpore's net_outputs), on the step's device: backend::to_host
+  /// reads it (on a GPU that waits for the step; Model::train itself reads a device's losses 64
+  /// steps at a time).
   Tensor loss;
-  double step_seconds = 0;         // the last step's time in TrainOneStepCell::step
-  double data_wait_seconds = 0;    // the last step's wait on the data iterator
-  // Mean loss of the epoch's steps so far (this call's steps of the epoch; on a device, up to
-  // the last 64-step read); final at on_train_epoch_end.
+  double step_seconds = 0;         ///< the last step's time in TrainOneStepCell::step
+  double data_wait_seconds = 0;    ///< the last step's wait on the data iterator
+  /// Mean loss of the epoch's steps so far (this call's steps of the epoch; on a device, up to
+  /// the last 64-step read); final at on_train_epoch_end.
   double epoch_loss_mean = 0;
-  std::int64_t epoch_loss_steps = 0;  // the steps epoch_loss_mean counts (0: none read yet)
-  std::map<std::string, double> metrics;  // eval results, when the caller filled them
+  std::int64_t epoch_loss_steps = 0;  ///< the steps epoch_loss_mean counts (0: none read yet)
+  std::map<std::string, double> metrics;  ///< eval results, when the caller filled them
   Cell* network = nullptr;
   TrainOneStepCell* train_network = nullptr;
 
@@ -62,16 +63,16 @@ class Callback {
   virtual void on_eval_end(RunContext&) {}
 };
 
-// Prints "epoch: 1 step: 100, loss is 0.5123" every per_print_times steps (MindSpore's format)
-// to `out` (std::cout by default). ValueError on a NaN/Inf loss, naming epoch and step, as
-// MindSpore's LossMonitor raises ("epoch: 2 step: 3. Invalid loss, terminating training.").
-// As MindSpore's: "step" is the step in the epoch, a print happens when the global step is
-// per_print_times past the last print (0: never), the loss is shown as numpy shows a scalar of
-// its dtype (format_numpy_float), and at an epoch end the run context's metrics, when a caller
-// filled them, are printed as "Eval result: epoch 1, metrics: {'accuracy': 0.5}".
+/// Prints "epoch: 1 step: 100, loss is 0.5123" every per_print_times steps (MindSpore's format)
+/// to `out` (std::cout by default). ValueError on a NaN/Inf loss, naming epoch and step, as
+/// MindSpore's LossMonitor raises ("epoch: 2 step: 3. Invalid loss, terminating training.").
+/// As MindSpore's: "step" is the step in the epoch, a print happens when the global step is
+/// per_print_times past the last print (0: never), the loss is shown as numpy shows a scalar of
+/// its dtype (format_numpy_float), and at an epoch end the run context's metrics, when a caller
+/// filled them, are printed as "Eval result: epoch 1, metrics: {'accuracy': 0.5}".
 class LossMonitor : public Callback {
  public:
-  // ValueError when per_print_times < 0.
+  /// ValueError when per_print_times < 0.
   explicit LossMonitor(std::int64_t per_print_times = 1);
   LossMonitor(std::int64_t per_print_times, std::ostream& out);
   void on_train_step_end(RunContext& rc) override;
@@ -80,11 +81,11 @@ class LossMonitor : public Callback {
  private:
   std::int64_t per_print_times_;
   std::ostream* out_;
-  std::int64_t last_print_step_ = 0;  // the global step of the last print
+  std::int64_t last_print_step_ = 0;  ///< the global step of the last print
 };
 
-// Prints "epoch time: 1234.567 ms, per step time: 1.234 ms" at each epoch end; per step over the
-// steps the epoch actually ran.
+/// Prints "epoch time: 1234.567 ms, per step time: 1.234 ms" at each epoch end; per step over the
+/// steps the epoch actually ran.
 class TimeMonitor : public Callback {
  public:
   TimeMonitor();
@@ -96,14 +97,14 @@ class TimeMonitor : public Callback {
  private:
   std::ostream* out_;
   std::chrono::steady_clock::time_point begin_;
-  std::int64_t begin_step_ = 0;  // the global step count at the epoch's begin
+  std::int64_t begin_step_ = 0;  ///< the global step count at the epoch's begin
   double last_epoch_seconds_ = 0;
 };
 
-// numpy's str() of a float32 / float64 scalar (how MindSpore prints a loss): the shortest digits
-// that round-trip in F, positional when x is 0 or 1e-4 <= |x| < 1e16 ("0.5123", "3.0"), else
-// scientific with two or more exponent digits ("1e-05", "1.5e+16"); "nan", "inf", "-inf".
-// Defined for float and double.
+/// numpy's str() of a float32 / float64 scalar (how MindSpore prints a loss): the shortest digits
+/// that round-trip in F, positional when x is 0 or 1e-4 <= |x| < 1e16 ("0.5123", "3.0"), else
+/// scientific with two or more exponent digits ("1e-05", "1.5e+16"); "nan", "inf", "-inf".
+/// Defined for float and double.
 template <class F>
 std::string format_numpy_float(F x);
 

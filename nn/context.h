@@ -1,15 +1,16 @@
-// The global execution mode, as MindSpore's set_context(mode=GRAPH_MODE | PYNATIVE_MODE).
-//
-// kGraph (the default: loom is a graph-mode framework): calling a root Cell (one not called from
-// another Cell's construct) with concrete tensors traces its construct once per input signature
-// and training flag, compiles the graph (runtime::compile) and runs it; later calls with the same
-// signature reuse the compiled graph. TrainOneStepCell builds and compiles one step graph.
-// kPyNative: construct runs op by op on tensors (backends/eager.h) — the debugging mode; results
-// equal graph mode's.
-//
-// The device (MindSpore's set_context(device_target=...)): where Cells' graphs compile and run
-// and where their parameters are expected; "CPU" by default. Setting a device this build or
-// machine has no backend for is a ValueError naming it.
+/// \file
+/// The global execution mode, as MindSpore's set_context(mode=GRAPH_MODE | PYNATIVE_MODE).
+///
+/// kGraph (the default: loom is a graph-mode framework): calling a root Cell (one not called from
+/// another Cell's construct) with concrete tensors traces its construct once per input signature
+/// and training flag, compiles the graph (runtime::compile) and runs it; later calls with the same
+/// signature reuse the compiled graph. TrainOneStepCell builds and compiles one step graph.
+/// kPyNative: construct runs op by op on tensors (backends/eager.h) — the debugging mode; results
+/// equal graph mode's.
+///
+/// The device (MindSpore's set_context(device_target=...)): where Cells' graphs compile and run
+/// and where their parameters are expected; "CPU" by default. Setting a device this build or
+/// machine has no backend for is a ValueError naming it.
 #pragma once
 
 #include "core/ir/device.h"
@@ -28,17 +29,17 @@ ExecMode context_mode();
 
 void set_context_device(Device device);
 Device context_device();
-// The backend of context_device().
+/// The backend of context_device().
 backend::Backend& context_backend();
-// "CPU" / "GPU" (also "CUDA") as MindSpore's device_target names them; ValueError otherwise.
+/// "CPU" / "GPU" (also "CUDA") as MindSpore's device_target names them; ValueError otherwise.
 Device device_from_target(const char* target);
 
-// Copies src's bytes into dst's storage in place (the same dtype and shape), whichever devices
-// they live on: memcpy between host tensors, the backends' copies otherwise. Nothing when they
-// are the same memory. ValueError on a dtype or shape mismatch.
+/// Copies src's bytes into dst's storage in place (the same dtype and shape), whichever devices
+/// they live on: memcpy between host tensors, the backends' copies otherwise. Nothing when they
+/// are the same memory. ValueError on a dtype or shape mismatch.
 void copy_into(Tensor& dst, const Tensor& src);
 
-// Sets the mode for the lifetime of the scope, restoring the previous one.
+/// Sets the mode for the lifetime of the scope, restoring the previous one.
 class ModeScope {
  public:
   explicit ModeScope(ExecMode mode) : saved_(context_mode()) { set_context_mode(mode); }

@@ -1,28 +1,29 @@
-// Parameter initializers, named and parameterised as mindspore.common.initializer names them.
-// Every random initializer draws from a random::RandomStream (core/random/random.h), so a weight is
-// a function of (seed_all's seed, the stream's id, its position) only.
-//
-//   RandomStream s("fc1.weight");
-//   Tensor w = HeUniform(std::sqrt(5.0)).init({120, 400}, DType::kFloat32, s);
-//   Tensor b = initializer("zeros", {120}, DType::kFloat32, s);
-//
-// fan_in / fan_out as MindSpore's _calculate_fan_in_and_fan_out computes them: a rank-2 (dense)
-// weight (out, in) has fan_in = in, fan_out = out; a rank ≥ 3 (conv) weight (O, I, k...) has
-// fan_in = I · Πk, fan_out = O · Πk; rank < 2 is a ValueError.
-//
-// gain (MindSpore's calculate_gain): linear, conv1d/2d/3d, conv_transpose*, sigmoid → 1;
-// tanh → 5/3; relu → √2; leaky_relu(slope) → √(2 / (1 + slope²)); selu → 3/4.
-//
-// MindSpore's per-layer defaults, for the layers that follow:
-// - nn.Dense: since MindSpore 2.1 weight_init=None means HeUniform and bias_init=None means
-//   Uniform (CONFIRMED from the r2.1–r2.4 nn.Dense docs; 1.x and 2.0 used weight 'normal',
-//   bias 'zeros'). The parameters — HeUniform(negative_slope=√5) and a bias Uniform with bound
-//   1/√fan_in (torch's Linear reset) — are from MindSpore's source and are UNCONFIRMED here.
-// - nn.Conv2d: the same change in 2.1 (weight HeUniform(negative_slope=√5), bias
-//   Uniform(1/√fan_in)); UNCONFIRMED here. 1.x: weight 'normal', bias 'zeros'.
-// - nn.BatchNorm2d: gamma 'ones', beta 'zeros', moving_mean 'zeros', moving_var 'ones'
-//   (UNCONFIRMED here).
-// With negative_slope = √5, HeUniform's bound is √(6 / ((1 + 5) fan_in)) = 1/√fan_in.
+/// \file
+/// Parameter initializers, named and parameterised as mindspore.common.initializer names them.
+/// Every random initializer draws from a random::RandomStream (core/random/random.h), so a weight is
+/// a function of (seed_all's seed, the stream's id, its position) only.
+///
+///   RandomStream s("fc1.weight");
+///   Tensor w = HeUniform(std::sqrt(5.0)).init({120, 400}, DType::kFloat32, s);
+///   Tensor b = initializer("zeros", {120}, DType::kFloat32, s);
+///
+/// fan_in / fan_out as MindSpore's _calculate_fan_in_and_fan_out computes them: a rank-2 (dense)
+/// weight (out, in) has fan_in = in, fan_out = out; a rank ≥ 3 (conv) weight (O, I, k...) has
+/// fan_in = I · Πk, fan_out = O · Πk; rank < 2 is a ValueError.
+///
+/// gain (MindSpore's calculate_gain): linear, conv1d/2d/3d, conv_transpose*, sigmoid → 1;
+/// tanh → 5/3; relu → √2; leaky_relu(slope) → √(2 / (1 + slope²)); selu → 3/4.
+///
+/// MindSpore's per-layer defaults, for the layers that follow:
+/// - nn.Dense: since MindSpore 2.1 weight_init=None means HeUniform and bias_init=None means
+///   Uniform (CONFIRMED from the r2.1–r2.4 nn.Dense docs; 1.x and 2.0 used weight 'normal',
+///   bias 'zeros'). The parameters — HeUniform(negative_slope=√5) and a bias Uniform with bound
+///   1/√fan_in (torch's Linear reset) — are from MindSpore's source and are UNCONFIRMED here.
+/// - nn.Conv2d: the same change in 2.1 (weight HeUniform(negative_slope=√5), bias
+///   Uniform(1/√fan_in)); UNCONFIRMED here. 1.x: weight 'normal', bias 'zeros'.
+/// - nn.BatchNorm2d: gamma 'ones', beta 'zeros', moving_mean 'zeros', moving_var 'ones'
+///   (UNCONFIRMED here).
+/// With negative_slope = √5, HeUniform's bound is √(6 / ((1 + 5) fan_in)) = 1/√fan_in.
 #pragma once
 
 #include <memory>
@@ -37,21 +38,21 @@ namespace loom::nn {
 
 using random::RandomStream;
 
-// (fan_in, fan_out) of a weight shape, as above. Throws ValueError for rank < 2.
+/// (fan_in, fan_out) of a weight shape, as above. Throws ValueError for rank < 2.
 std::pair<double, double> fan_in_and_fan_out(const Shape& shape);
-// MindSpore's calculate_gain; param is leaky_relu's negative slope (0.01 when absent there).
-// Throws ValueError for an unknown nonlinearity.
+/// MindSpore's calculate_gain; param is leaky_relu's negative slope (0.01 when absent there).
+/// Throws ValueError for an unknown nonlinearity.
 double calculate_gain(std::string_view nonlinearity, double param = 0.01);
 
 class Initializer {
  public:
   virtual ~Initializer() = default;
-  // A new tensor of `shape` and floating `dtype`, drawn from `stream` (which advances).
+  /// A new tensor of `shape` and floating `dtype`, drawn from `stream` (which advances).
   virtual Tensor init(const Shape& shape, DType dtype, RandomStream& stream) const = 0;
   virtual std::string name() const = 0;
 };
 
-// N(mean, sigma²).
+/// N(mean, sigma²).
 class Normal : public Initializer {
  public:
   explicit Normal(double sigma = 0.01, double mean = 0.0) : sigma_(sigma), mean_(mean) {}
@@ -62,8 +63,8 @@ class Normal : public Initializer {
   double sigma_, mean_;
 };
 
-// N(mean, sigma²) truncated to [mean + a·sigma, mean + b·sigma]: MindSpore's default keeps draws
-// within 2σ of the mean (its migration notes; whether 2.x's a, b are absolute is UNCONFIRMED).
+/// N(mean, sigma²) truncated to [mean + a·sigma, mean + b·sigma]: MindSpore's default keeps draws
+/// within 2σ of the mean (its migration notes; whether 2.x's a, b are absolute is UNCONFIRMED).
 class TruncatedNormal : public Initializer {
  public:
   explicit TruncatedNormal(double sigma = 0.01, double mean = 0.0, double a = -2.0, double b = 2.0)
@@ -75,7 +76,7 @@ class TruncatedNormal : public Initializer {
   double sigma_, mean_, a_, b_;
 };
 
-// U(-scale, scale).
+/// U(-scale, scale).
 class Uniform : public Initializer {
  public:
   explicit Uniform(double scale = 0.07) : scale_(scale) {}
@@ -86,16 +87,16 @@ class Uniform : public Initializer {
   double scale_;
 };
 
-// Kaiming: std = gain / √fan with fan = fan_in or fan_out (mode) and
-// gain = calculate_gain(nonlinearity, negative_slope). HeUniform draws U(-√3·std, √3·std),
-// HeNormal N(0, std²). Throws ValueError for a mode other than fan_in / fan_out.
+/// Kaiming: std = gain / √fan with fan = fan_in or fan_out (mode) and
+/// gain = calculate_gain(nonlinearity, negative_slope). HeUniform draws U(-√3·std, √3·std),
+/// HeNormal N(0, std²). Throws ValueError for a mode other than fan_in / fan_out.
 class HeUniform : public Initializer {
  public:
   explicit HeUniform(double negative_slope = 0.0, std::string mode = "fan_in",
                      std::string nonlinearity = "leaky_relu");
   Tensor init(const Shape& shape, DType dtype, RandomStream& stream) const override;
   std::string name() const override { return "he_uniform"; }
-  double bound(const Shape& shape) const;  // √3 · gain / √fan
+  double bound(const Shape& shape) const;  ///< √3 · gain / √fan
 
  private:
   double negative_slope_;
@@ -108,14 +109,14 @@ class HeNormal : public Initializer {
                     std::string nonlinearity = "leaky_relu");
   Tensor init(const Shape& shape, DType dtype, RandomStream& stream) const override;
   std::string name() const override { return "he_normal"; }
-  double stddev(const Shape& shape) const;  // gain / √fan
+  double stddev(const Shape& shape) const;  ///< gain / √fan
 
  private:
   double negative_slope_;
   std::string mode_, nonlinearity_;
 };
 
-// U(-b, b) with b = gain · √(6 / (fan_in + fan_out)).
+/// U(-b, b) with b = gain · √(6 / (fan_in + fan_out)).
 class XavierUniform : public Initializer {
  public:
   explicit XavierUniform(double gain = 1.0) : gain_(gain) {}
@@ -149,22 +150,22 @@ class One : public Constant {
   std::string name() const override { return "ones"; }
 };
 
-// A random key for a stateful random op (Dropout's `key`): an Int64 tensor of `shape` whose
-// element i is w[2i] | w[2i+1] << 32 from the stream's 32-bit words w (2 × numel words). Only
-// DType::kInt64 is accepted (ValueError otherwise).
+/// A random key for a stateful random op (Dropout's `key`): an Int64 tensor of `shape` whose
+/// element i is w[2i] | w[2i+1] << 32 from the stream's 32-bit words w (2 × numel words). Only
+/// DType::kInt64 is accepted (ValueError otherwise).
 class RandomKey : public Initializer {
  public:
   Tensor init(const Shape& shape, DType dtype, RandomStream& stream) const override;
   std::string name() const override { return "random_key"; }
 };
 
-// An initializer with its defaults, by MindSpore's alias (case-insensitive): "normal",
-// "truncatednormal" (or "truncated_normal"), "uniform", "he_uniform", "he_normal",
-// "xavier_uniform", "zeros" / "zero", "ones" / "one". A number ("0.5") is Constant(0.5), as
-// MindSpore's initializer() takes numbers. Throws ValueError naming the known names otherwise.
+/// An initializer with its defaults, by MindSpore's alias (case-insensitive): "normal",
+/// "truncatednormal" (or "truncated_normal"), "uniform", "he_uniform", "he_normal",
+/// "xavier_uniform", "zeros" / "zero", "ones" / "one". A number ("0.5") is Constant(0.5), as
+/// MindSpore's initializer() takes numbers. Throws ValueError naming the known names otherwise.
 std::unique_ptr<Initializer> make_initializer(std::string_view name_or_spec);
 
-// MindSpore's initializer(init, shape, dtype), drawing from `stream`.
+/// MindSpore's initializer(init, shape, dtype), drawing from `stream`.
 Tensor initializer(std::string_view name_or_spec, const Shape& shape, DType dtype,
                    RandomStream& stream);
 Tensor initializer(const Initializer& init, const Shape& shape, DType dtype, RandomStream& stream);

@@ -1,5 +1,6 @@
-// MindSpore's metrics: clear(), update(...), eval(). Model::eval feeds each batch's
-// (loss, logits, label).
+/// \file
+/// MindSpore's metrics: clear(), update(...), eval(). Model::eval feeds each batch's
+/// (loss, logits, label).
 #pragma once
 
 #include <cstdint>
@@ -10,11 +11,11 @@
 
 namespace loom::nn {
 
-// On any device: the metrics read device tensors through backend::to_host (Model gives host ones).
+/// On any device: the metrics read device tensors through backend::to_host (Model gives host ones).
 struct MetricInputs {
-  Tensor loss;    // rank 0 (the batch mean)
-  Tensor logits;  // (N, C)
-  Tensor label;   // (N,) class indices (Int32/Int64) or (N, C) one-hot / probabilities
+  Tensor loss;    ///< rank 0 (the batch mean)
+  Tensor logits;  ///< (N, C)
+  Tensor label;   ///< (N,) class indices (Int32/Int64) or (N, C) one-hot / probabilities
 };
 
 class Metric {
@@ -22,16 +23,16 @@ class Metric {
   virtual ~Metric() = default;
   virtual void clear() = 0;
   virtual void update(const MetricInputs& in) = 0;
-  // ValueError when nothing was accumulated (as MindSpore raises RuntimeError).
+  /// ValueError when nothing was accumulated (as MindSpore raises RuntimeError).
   virtual double eval() const = 0;
-  // The accumulated state as numbers that add up across data-parallel ranks (Accuracy: correct
-  // and total; Loss: the loss sum and the samples), and setting it back: Model sums them over
-  // the ranks before eval(), so every rank reports the metric of the whole dataset.
+  /// The accumulated state as numbers that add up across data-parallel ranks (Accuracy: correct
+  /// and total; Loss: the loss sum and the samples), and setting it back: Model sums them over
+  /// the ranks before eval(), so every rank reports the metric of the whole dataset.
   virtual std::vector<double> sums() const = 0;
   virtual void set_sums(const std::vector<double>& sums) = 0;
 };
 
-// Fraction of samples whose arg-max logit equals the label (arg-max of a 2-D label).
+/// Fraction of samples whose arg-max logit equals the label (arg-max of a 2-D label).
 class Accuracy : public Metric {
  public:
   void clear() override;
@@ -47,8 +48,8 @@ class Accuracy : public Metric {
   std::int64_t total_ = 0;
 };
 
-// Mean of the batch losses, weighted by batch size (MindSpore's Loss averages per batch; with
-// equal batches the two agree).
+/// Mean of the batch losses, weighted by batch size (MindSpore's Loss averages per batch; with
+/// equal batches the two agree).
 class Loss : public Metric {
  public:
   void clear() override;

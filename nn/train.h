@@ -1,54 +1,55 @@
-// Training wrappers: MindSpore's nn.WithLossCell and nn.TrainOneStepCell.
-//
-//   auto net = std::make_shared<SequentialCell>(...);
-//   auto with_loss = std::make_shared<WithLossCell>(net, std::make_shared<MyMSE>());
-//   auto opt = std::make_shared<optim::Momentum>(optim::Momentum::Options{.learning_rate = 0.1});
-//   TrainOneStepCell train(with_loss, opt);
-//   for (...) Tensor loss = train.step(x, y);   // updates net's Parameters in place
-//
-// TrainOneStepCell::step, graph mode (ExecMode::kGraph): on the first call with a new input
-// signature (dtypes and shapes of data and label) and training flag of the network it builds
-// ONE step graph (a runtime::CompiledFunction program, purpose kTrain) —
-//     (data, label, weights..., states..., learning rates..., [optimizer inputs])
-//       → MakeTuple(loss, new weights..., new states..., new assigned values..., [gradients])
-// — by tracing net_with_loss, differentiating it (autodiff::grad with get_by_list and
-// return_value) with respect to the parameters the optimizer updates, passing the gradients
-// through the gradient reducer (data parallelism) and the optimizer's transform (clipping), and
-// appending the optimizer's update of every parameter (optim/optimizer.h; its nodes carry role
-// optimizer). The CompiledFunction runs the training pipeline (core/passes/pipeline.h) and
-// compiles it, donating each new weight / state output to its input: the Cells' Parameter
-// tensors and the optimizer's states are updated in place (same storage). Later calls with the
-// same signature and training flag reuse the plan (num_compilations(); compile_seconds() is
-// the time spent tracing, differentiating, running the passes and compiling, summed). The
-// learning rates and the optimizer's own scalars (Adam's beta powers) are step inputs, computed
-// on the host from the optimizer's global step: schedules need no recompilation.
-//
-// State updates (Cell::assign, e.g. BatchNorm2d's moving statistics, Dropout's key): the traced
-// forward then returns MakeTuple(loss, new values...) (nn/cell.h). The step differentiates the
-// loss only: grad runs with sens_param and the sensitivity MakeTuple(ones_like(loss),
-// zeros_like(new value)...) built as constants; the zero sensitivities contribute zero, so the
-// gradients are exactly those of the loss. (This keeps one forward: differentiating a wrapper
-// that returns the loss alone would need the forward again for the new values.) The new values
-// are outputs of the step, donated to their Parameters like the weights, so the moving
-// statistics and Dropout keys advance in place once per step. A Parameter both trainable and
-// assigned is a ValueError.
-//
-// The mode is chosen in the constructor, by default the global context_mode() (nn/context.h) at
-// construction. ExecMode::kPyNative builds the same step graph but runs it through the reference
-// interpreter (runtime::interpret) each step; donation writes the new values into the same
-// Parameter and state tensors. It is the simple reference path, not an eager op-by-op execution
-// of the forward.
-//
-// Devices: the step compiles for the context's device when the cell is constructed (nn/
-// context.h). step() copies the batch (data and label: host tensors, or tensors already there)
-// to that device, moves the Parameters and the optimizer states there at the first step (they
-// stay; set_state and checkpoint restores write in place wherever they are) and returns the loss
-// and the gradients on that device: backend::to_host reads them.
-//
-// Optimizer states live in the optimizer, made for the network's trainable parameters when the
-// cell is constructed and named as in MindSpore ("moments.<param>"...). Parameters with
-// requires_grad == false are inputs of the graph but get no gradient and no optimizer update
-// (only their assigned values, above).
+/// \file
+/// Training wrappers: MindSpore's nn.WithLossCell and nn.TrainOneStepCell.
+///
+///   auto net = std::make_shared<SequentialCell>(...);
+///   auto with_loss = std::make_shared<WithLossCell>(net, std::make_shared<MyMSE>());
+///   auto opt = std::make_shared<optim::Momentum>(optim::Momentum::Options{.learning_rate = 0.1});
+///   TrainOneStepCell train(with_loss, opt);
+///   for (...) Tensor loss = train.step(x, y);   // updates net's Parameters in place
+///
+/// TrainOneStepCell::step, graph mode (ExecMode::kGraph): on the first call with a new input
+/// signature (dtypes and shapes of data and label) and training flag of the network it builds
+/// ONE step graph (a runtime::CompiledFunction program, purpose kTrain) —
+///     (data, label, weights..., states..., learning rates..., [optimizer inputs])
+///       → MakeTuple(loss, new weights..., new states..., new assigned values..., [gradients])
+/// — by tracing net_with_loss, differentiating it (autodiff::grad with get_by_list and
+/// return_value) with respect to the parameters the optimizer updates, passing the gradients
+/// through the gradient reducer (data parallelism) and the optimizer's transform (clipping), and
+/// appending the optimizer's update of every parameter (optim/optimizer.h; its nodes carry role
+/// optimizer). The CompiledFunction runs the training pipeline (core/passes/pipeline.h) and
+/// compiles it, donating each new weight / state output to its input: the Cells' Parameter
+/// tensors and the optimizer's states are updated in place (same storage). Later calls with the
+/// same signature and training flag reuse the plan (num_compilations(); compile_seconds() is
+/// the time spent tracing, differentiating, running the passes and compiling, summed). The
+/// learning rates and the optimizer's own scalars (Adam's beta powers) are step inputs, computed
+/// on the host from the optimizer's global step: schedules need no recompilation.
+///
+/// State updates (Cell::assign, e.g. BatchNorm2d's moving statistics, Dropout's key): the traced
+/// forward then returns MakeTuple(loss, new values...) (nn/cell.h). The step differentiates the
+/// loss only: grad runs with sens_param and the sensitivity MakeTuple(ones_like(loss),
+/// zeros_like(new value)...) built as constants; the zero sensitivities contribute zero, so the
+/// gradients are exactly those of the loss. (This keeps one forward: differentiating a wrapper
+/// that returns the loss alone would need the forward again for the new values.) The new values
+/// are outputs of the step, donated to their Parameters like the weights, so the moving
+/// statistics and Dropout keys advance in place once per step. A Parameter both trainable and
+/// assigned is a ValueError.
+///
+/// The mode is chosen in the constructor, by default the global context_mode() (nn/context.h) at
+/// construction. ExecMode::kPyNative builds the same step graph but runs it through the reference
+/// interpreter (runtime::interpret) each step; donation writes the new values into the same
+/// Parameter and state tensors. It is the simple reference path, not an eager op-by-op execution
+/// of the forward.
+///
+/// Devices: the step compiles for the context's device when the cell is constructed (nn/
+/// context.h). step() copies the batch (data and label: host tensors, or tensors already there)
+/// to that device, moves the Parameters and the optimizer states there at the first step (they
+/// stay; set_state and checkpoint restores write in place wherever they are) and returns the loss
+/// and the gradients on that device: backend::to_host reads them.
+///
+/// Optimizer states live in the optimizer, made for the network's trainable parameters when the
+/// cell is constructed and named as in MindSpore ("moments.<param>"...). Parameters with
+/// requires_grad == false are inputs of the graph but get no gradient and no optimizer update
+/// (only their assigned values, above).
 #pragma once
 
 #include <concepts>
@@ -81,10 +82,10 @@ struct Program;
 
 namespace loom::nn {
 
-// construct(data, label) = loss_fn(backbone(data), label). The children are registered as
-// "_backbone" and "_loss_fn" without prefixing their parameter names (auto_prefix = false, as in
-// MindSpore): the backbone's names stay "conv1.weight", and so do checkpoints and optimizer
-// states ("moments.conv1.weight").
+/// construct(data, label) = loss_fn(backbone(data), label). The children are registered as
+/// "_backbone" and "_loss_fn" without prefixing their parameter names (auto_prefix = false, as in
+/// MindSpore): the backbone's names stay "conv1.weight", and so do checkpoints and optimizer
+/// states ("moments.conv1.weight").
 class WithLossCell : public Cell {
  public:
   WithLossCell(std::shared_ptr<Cell> backbone, std::shared_ptr<Cell> loss_fn);
@@ -96,70 +97,70 @@ class WithLossCell : public Cell {
   Cell* loss_fn_;
 };
 
-// The optimizers' description for recipes and quick construction (optim/optimizer.h).
+/// The optimizers' description for recipes and quick construction (optim/optimizer.h).
 using OptimizerKind = optim::OptimizerKind;
 using OptimizerSpec = optim::OptimizerSpec;
 
 class TrainOneStepCell {
  public:
-  // mode nullopt: context_mode(). (A template so that `{...}` always means an OptimizerSpec.)
+  /// mode nullopt: context_mode(). (A template so that `{...}` always means an OptimizerSpec.)
   template <std::derived_from<optim::Optimizer> O>
   TrainOneStepCell(std::shared_ptr<Cell> net_with_loss, std::shared_ptr<O> optimizer,
                    std::optional<ExecMode> mode = std::nullopt)
       : TrainOneStepCell(std::move(net_with_loss),
                          std::static_pointer_cast<optim::Optimizer>(std::move(optimizer)), mode,
                          0) {}
-  // The optimizer optim::make_optimizer(spec) makes.
+  /// The optimizer optim::make_optimizer(spec) makes.
   TrainOneStepCell(std::shared_ptr<Cell> net_with_loss, const OptimizerSpec& spec,
                    std::optional<ExecMode> mode = std::nullopt);
   ~TrainOneStepCell();
   TrainOneStepCell(const TrainOneStepCell&) = delete;
   TrainOneStepCell& operator=(const TrainOneStepCell&) = delete;
 
-  // One training step; returns the loss (computed before the update), on the step's device.
+  /// One training step; returns the loss (computed before the update), on the step's device.
   Tensor step(const Tensor& data, const Tensor& label);
 
-  std::size_t num_compilations() const;  // graph mode
-  // Seconds spent building step graphs (trace, grad, passes, compile), summed over them.
+  std::size_t num_compilations() const;  ///< graph mode
+  /// Seconds spent building step graphs (trace, grad, passes, compile), summed over them.
   double compile_seconds() const;
   ExecMode mode() const { return mode_; }
-  // Steps done: the optimizer's global step.
+  /// Steps done: the optimizer's global step.
   std::int64_t num_steps() const { return optimizer_->global_step(); }
   optim::Optimizer& optimizer() { return *optimizer_; }
   const optim::Optimizer& optimizer() const { return *optimizer_; }
   const std::shared_ptr<optim::Optimizer>& optimizer_ptr() const { return optimizer_; }
-  // The optimizer states by name ("moments.fc.weight"); null when there is none of that name.
+  /// The optimizer states by name ("moments.fc.weight"); null when there is none of that name.
   const Tensor* state(const std::string& name) const;
   const std::map<std::string, Tensor>& states() const { return optimizer_->states(); }
-  // Restoring a training run: copies `value` into state `name` (ValueError when there is no such
-  // state, or on a dtype or shape mismatch).
+  /// Restoring a training run: copies `value` into state `name` (ValueError when there is no such
+  /// state, or on a dtype or shape mismatch).
   void set_state(const std::string& name, const Tensor& value);
-  // A constant learning rate for the next steps (a step input: no new compilation); ValueError
-  // when negative.
+  /// A constant learning rate for the next steps (a step input: no new compilation); ValueError
+  /// when negative.
   void set_learning_rate(double lr) { optimizer_->set_learning_rate(lr); }
-  // Sets the number of steps done (schedules and Adam's bias corrections use it).
+  /// Sets the number of steps done (schedules and Adam's bias corrections use it).
   void set_num_steps(std::int64_t steps) { optimizer_->set_global_step(steps); }
-  // With return_gradients on, each step also outputs the gradient of every trainable parameter
-  // (extra step outputs, so one more compilation per signature; off by default), readable after
-  // the step as gradients(): (parameter name, gradient) in parameter order. Summaries use it.
+  /// With return_gradients on, each step also outputs the gradient of every trainable parameter
+  /// (extra step outputs, so one more compilation per signature; off by default), readable after
+  /// the step as gradients(): (parameter name, gradient) in parameter order. Summaries use it.
   void set_return_gradients(bool on);
   bool return_gradients() const { return return_gradients_; }
   const std::vector<std::pair<std::string, Tensor>>& gradients() const { return gradients_; }
-  // A transform of the gradients between autodiff and the optimizer update, emitted into the step
-  // graph: gets every trainable parameter's gradient (parameter order) and name, returns the
-  // gradients to apply, one per parameter (data parallelism inserts its all-reduce here, as
-  // MindSpore's DistributedGradReducer does). Set it before the first step (ValueError after).
+  /// A transform of the gradients between autodiff and the optimizer update, emitted into the step
+  /// graph: gets every trainable parameter's gradient (parameter order) and name, returns the
+  /// gradients to apply, one per parameter (data parallelism inserts its all-reduce here, as
+  /// MindSpore's DistributedGradReducer does). Set it before the first step (ValueError after).
   using GradientReducer = std::function<std::vector<ops::Var>(
       ops::Emitter& e, const std::vector<ops::Var>& grads, const std::vector<std::string>& names)>;
   void set_gradient_reducer(GradientReducer reducer);
-  // The step graph the last step ran (null before the first step). Lives as long as this cell.
+  /// The step graph the last step ran (null before the first step). Lives as long as this cell.
   const ir::FuncGraph* step_graph() const;
   Cell& network() { return *net_; }
-  // The Executable the last graph-mode step ran (null before the first or in PyNative mode).
+  /// The Executable the last graph-mode step ran (null before the first or in PyNative mode).
   const runtime::Executable* last_executable() const;
 
-  // The compiled step (runtime/compiled_function.h): its pipeline (set_passes), its dumps
-  // (set_save_graphs_dir) and its observers, which see every launch of the step.
+  /// The compiled step (runtime/compiled_function.h): its pipeline (set_passes), its dumps
+  /// (set_save_graphs_dir) and its observers, which see every launch of the step.
   runtime::CompiledFunction& compiled_function() { return *fn_; }
   void add_observer(std::shared_ptr<runtime::Observer> observer);
   void remove_observer(const runtime::Observer* observer);
@@ -177,7 +178,7 @@ class TrainOneStepCell {
   bool return_gradients_ = false;
   GradientReducer reducer_;
   std::vector<std::pair<std::string, Tensor>> gradients_;
-  backend::BatchMover batches_;  // the batches' copies to the step's device
+  backend::BatchMover batches_;  ///< the batches' copies to the step's device
 };
 
 }  // namespace loom::nn

@@ -1,26 +1,27 @@
-// Dynamic learning rates: MindSpore's mindspore.nn.dynamic_lr functions, which compute the whole
-// per-step list up front, and LearningRate, the value an optimizer takes (a constant or such a
-// list).
-//
-//   LearningRate lr = cosine_decay_lr(0.01, 0.1, /*total_step=*/6, /*step_per_epoch=*/2,
-//                                     /*decay_epoch=*/2);
-//   lr.at(0) == 0.1; lr.at(4) == 0.01; lr.at(100) == 0.01 (past the end: the last value)
-//
-// Semantics (CONFIRMED against MindSpore's nn/dynamic_lr.py), with
-// current_epoch = floor(i / step_per_epoch) for step i in [0, total_step):
-// - piecewise_constant_lr(milestone, learning_rates): learning_rates[t] for
-//   i in [milestone[t-1], milestone[t]) (milestone[-1] = 0); the list has milestone.back() steps.
-//   Milestones are positive and non-decreasing (an equal milestone gives an empty segment).
-// - exponential_decay_lr: lr * decay_rate^(current_epoch / decay_epoch), the exponent floored
-//   when is_stair.
-// - cosine_decay_lr: min_lr + 0.5 (max_lr - min_lr)(1 + cos(pi * tmp / decay_epoch)) with
-//   tmp = min(current_epoch, decay_epoch); min_lr < max_lr.
-// - polynomial_decay_lr: (lr - end_lr)(1 - tmp / tmp_decay)^power + end_lr with
-//   tmp = min(current_epoch, decay_epoch), tmp_decay = decay_epoch; when update_decay_epoch,
-//   tmp = current_epoch and tmp_decay = decay_epoch * max(ceil(current_epoch / decay_epoch), 1).
-// - warmup_lr: lr * min(current_epoch, warmup_epoch) / warmup_epoch (so epoch 0 gets 0).
-// MindSpore's TypeErrors (an int where a float is expected) have no counterpart here; every
-// range check is a ValueError("<function>: expected <argument> ..., got ...").
+/// \file
+/// Dynamic learning rates: MindSpore's mindspore.nn.dynamic_lr functions, which compute the whole
+/// per-step list up front, and LearningRate, the value an optimizer takes (a constant or such a
+/// list).
+///
+///   LearningRate lr = cosine_decay_lr(0.01, 0.1, /*total_step=*/6, /*step_per_epoch=*/2,
+///                                     /*decay_epoch=*/2);
+///   lr.at(0) == 0.1; lr.at(4) == 0.01; lr.at(100) == 0.01 (past the end: the last value)
+///
+/// Semantics (CONFIRMED against MindSpore's nn/dynamic_lr.py), with
+/// current_epoch = floor(i / step_per_epoch) for step i in [0, total_step):
+/// - piecewise_constant_lr(milestone, learning_rates): learning_rates[t] for
+///   i in [milestone[t-1], milestone[t]) (milestone[-1] = 0); the list has milestone.back() steps.
+///   Milestones are positive and non-decreasing (an equal milestone gives an empty segment).
+/// - exponential_decay_lr: lr * decay_rate^(current_epoch / decay_epoch), the exponent floored
+///   when is_stair.
+/// - cosine_decay_lr: min_lr + 0.5 (max_lr - min_lr)(1 + cos(pi * tmp / decay_epoch)) with
+///   tmp = min(current_epoch, decay_epoch); min_lr < max_lr.
+/// - polynomial_decay_lr: (lr - end_lr)(1 - tmp / tmp_decay)^power + end_lr with
+///   tmp = min(current_epoch, decay_epoch), tmp_decay = decay_epoch; when update_decay_epoch,
+///   tmp = current_epoch and tmp_decay = decay_epoch * max(ceil(current_epoch / decay_epoch), 1).
+/// - warmup_lr: lr * min(current_epoch, warmup_epoch) / warmup_epoch (so epoch 0 gets 0).
+/// MindSpore's TypeErrors (an int where a float is expected) have no counterpart here; every
+/// range check is a ValueError("<function>: expected <argument> ..., got ...").
 #pragma once
 
 #include <cstdint>
@@ -29,23 +30,23 @@
 
 namespace loom::optim {
 
-// A learning rate: one constant, one value per step (MindSpore's list or Tensor learning rate),
-// or a schedule — a function of the 0-based global step (MindSpore's LearningRateSchedule).
+/// A learning rate: one constant, one value per step (MindSpore's list or Tensor learning rate),
+/// or a schedule — a function of the 0-based global step (MindSpore's LearningRateSchedule).
 class LearningRate {
  public:
   enum class Kind { kConstant, kList, kSchedule };
 
   LearningRate(double constant) : values_{constant}, kind_(Kind::kConstant) {}  // NOLINT
-  LearningRate(std::vector<double> per_step);  // NOLINT: implicit; ValueError when empty
-  // ValueError when `f` is empty.
+  LearningRate(std::vector<double> per_step);  ///< NOLINT: implicit; ValueError when empty
+  /// ValueError when `f` is empty.
   static LearningRate schedule(std::function<double(std::int64_t step)> f);
 
   Kind kind() const { return kind_; }
   bool is_constant() const { return kind_ == Kind::kConstant; }
-  // The rate at `step` (>= 0); steps past the end of a list get its last value (MindSpore
-  // fails there; a resumed run that trains longer than the list keeps its last rate).
+  /// The rate at `step` (>= 0); steps past the end of a list get its last value (MindSpore
+  /// fails there; a resumed run that trains longer than the list keeps its last rate).
   double at(std::int64_t step) const;
-  // The per-step values (one element for a constant, none for a schedule).
+  /// The per-step values (one element for a constant, none for a schedule).
   const std::vector<double>& values() const { return values_; }
 
  private:

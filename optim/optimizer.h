@@ -1,42 +1,43 @@
-// Optimizers as objects, in MindSpore 2.10's shape: nn.Momentum, nn.SGD, nn.Adam and
-// nn.AdamWeightDecay with their formulas, their state tensors under MindSpore's names, parameter
-// groups with their own learning rate and weight decay, and a learning rate that is a number, a
-// per-step list or a schedule. The training step (nn::TrainOneStepCell, and through it
-// nn::Model) takes one and emits its update into the one compiled step graph.
-//
-//   auto opt = std::make_shared<optim::Momentum>(optim::Momentum::Options{
-//       .learning_rate = 0.01, .momentum = 0.9, .weight_decay = 1e-4});
-//   nn::TrainOneStepCell step(with_loss, opt);
-//   opt->states();   // {"moments.conv1.weight": ..., ...} after the step is built
-//
-// What each one computes (g = grad + weight_decay * param where it says L2; all elementwise;
-// checked against MindSpore 2.10 in tests/optim, its data from tests/optim/reference):
-// - Momentum (ApplyMomentum), L2: accum' = momentum * accum + g; param' = param - lr * accum'
-//   (use_nesterov: param' = param - (g * lr + accum' * momentum * lr), the documented formula;
-//   MindSpore 2.10's CPU kernel ignores the flag). States "moments.<param>", zeros.
-// - SGD, L2: with momentum > 0, per element: the first update (stat > 0) sets accum' = g and
-//   stat' = 0, later ones accum' = momentum * accum + (1 - dampening) * g; the step is accum'
-//   (nesterov: g + momentum * accum'), param' = param - lr * step. With momentum 0: param' =
-//   param - lr * g, accum and stat unchanged. States "accum.<param>" (zeros), "stat.<param>"
-//   (ones). Nesterov needs momentum > 0 and dampening 0.
-// - Adam (ApplyAdam), L2: beta powers advance first (beta1_power *= beta1, in Float32 as
-//   MindSpore keeps them), m' = m + (g - m)(1 - beta1), v' = v + (g² - v)(1 - beta2),
-//   param' = param - lr sqrt(1 - beta2_power) / (1 - beta1_power) * m' / (sqrt(v') + eps)
-//   (use_nesterov: m' replaced by beta1 m' + (1 - beta1) g). States "moment1.<param>",
-//   "moment2.<param>" (zeros); scalars "beta1_power", "beta2_power" (start at 1).
-// - AdamWeightDecay (MindSpore's AdamW), decoupled decay, no bias correction:
-//   m' = m + (g - m)(1 - beta1), v' = v + (g² - v)(1 - beta2),
-//   param' = param - lr (m' / (sqrt(v') + eps) + weight_decay * param). States "adam_m.<param>",
-//   "adam_v.<param>" (zeros).
-// Weight decay, as MindSpore's Optimizer: without groups it skips every parameter whose name
-// contains "beta" or "gamma" (BatchNorm's shift and scale); a group's weight decay applies to all
-// of its parameters. Global-norm clipping (clip_global_norm > 0) scales the gradients before the
-// update (MindSpore's ops.clip_by_global_norm).
-//
-// Checkpoint entries (checkpoint_entries / load_entries), as MindSpore 2.10 writes them: the
-// states; "global_step" (Int32, (1)): the steps done; "learning_rate" (Float32, () for a number,
-// (N) for a list; none for a schedule), "learning_rate_group_<i>" for group i with its own rate;
-// Momentum's and SGD's "momentum" (Float32, ()); Adam's beta powers.
+/// \file
+/// Optimizers as objects, in MindSpore 2.10's shape: nn.Momentum, nn.SGD, nn.Adam and
+/// nn.AdamWeightDecay with their formulas, their state tensors under MindSpore's names, parameter
+/// groups with their own learning rate and weight decay, and a learning rate that is a number, a
+/// per-step list or a schedule. The training step (nn::TrainOneStepCell, and through it
+/// nn::Model) takes one and emits its update into the one compiled step graph.
+///
+///   auto opt = std::make_shared<optim::Momentum>(optim::Momentum::Options{
+///       .learning_rate = 0.01, .momentum = 0.9, .weight_decay = 1e-4});
+///   nn::TrainOneStepCell step(with_loss, opt);
+///   opt->states();   // {"moments.conv1.weight": ..., ...} after the step is built
+///
+/// What each one computes (g = grad + weight_decay * param where it says L2; all elementwise;
+/// checked against MindSpore 2.10 in tests/optim, its data from tests/optim/reference):
+/// - Momentum (ApplyMomentum), L2: accum' = momentum * accum + g; param' = param - lr * accum'
+///   (use_nesterov: param' = param - (g * lr + accum' * momentum * lr), the documented formula;
+///   MindSpore 2.10's CPU kernel ignores the flag). States "moments.<param>", zeros.
+/// - SGD, L2: with momentum > 0, per element: the first update (stat > 0) sets accum' = g and
+///   stat' = 0, later ones accum' = momentum * accum + (1 - dampening) * g; the step is accum'
+///   (nesterov: g + momentum * accum'), param' = param - lr * step. With momentum 0: param' =
+///   param - lr * g, accum and stat unchanged. States "accum.<param>" (zeros), "stat.<param>"
+///   (ones). Nesterov needs momentum > 0 and dampening 0.
+/// - Adam (ApplyAdam), L2: beta powers advance first (beta1_power *= beta1, in Float32 as
+///   MindSpore keeps them), m' = m + (g - m)(1 - beta1), v' = v + (g² - v)(1 - beta2),
+///   param' = param - lr sqrt(1 - beta2_power) / (1 - beta1_power) * m' / (sqrt(v') + eps)
+///   (use_nesterov: m' replaced by beta1 m' + (1 - beta1) g). States "moment1.<param>",
+///   "moment2.<param>" (zeros); scalars "beta1_power", "beta2_power" (start at 1).
+/// - AdamWeightDecay (MindSpore's AdamW), decoupled decay, no bias correction:
+///   m' = m + (g - m)(1 - beta1), v' = v + (g² - v)(1 - beta2),
+///   param' = param - lr (m' / (sqrt(v') + eps) + weight_decay * param). States "adam_m.<param>",
+///   "adam_v.<param>" (zeros).
+/// Weight decay, as MindSpore's Optimizer: without groups it skips every parameter whose name
+/// contains "beta" or "gamma" (BatchNorm's shift and scale); a group's weight decay applies to all
+/// of its parameters. Global-norm clipping (clip_global_norm > 0) scales the gradients before the
+/// update (MindSpore's ops.clip_by_global_norm).
+///
+/// Checkpoint entries (checkpoint_entries / load_entries), as MindSpore 2.10 writes them: the
+/// states; "global_step" (Int32, (1)): the steps done; "learning_rate" (Float32, () for a number,
+/// (N) for a list; none for a schedule), "learning_rate_group_<i>" for group i with its own rate;
+/// Momentum's and SGD's "momentum" (Float32, ()); Adam's beta powers.
 #pragma once
 
 #include <cstdint>
@@ -53,14 +54,14 @@
 
 namespace loom::optim {
 
-// Parameters with their own learning rate and / or weight decay (MindSpore's group_params).
+/// Parameters with their own learning rate and / or weight decay (MindSpore's group_params).
 struct ParamGroup {
-  std::vector<std::string> params;  // full parameter names ("conv1.weight")
+  std::vector<std::string> params;  ///< full parameter names ("conv1.weight")
   std::optional<LearningRate> learning_rate;
   std::optional<double> weight_decay;
 };
 
-// A trainable parameter as the optimizer sees it.
+/// A trainable parameter as the optimizer sees it.
 struct ParamInfo {
   std::string name;
   DType dtype;
@@ -73,61 +74,61 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // MindSpore's class name: "Momentum", "SGD", "Adam", "AdamWeightDecay".
+  /// MindSpore's class name: "Momentum", "SGD", "Adam", "AdamWeightDecay".
   virtual std::string name() const = 0;
-  // One line for logs: "Momentum(lr 0.01, momentum 0.9, weight decay 0.0001)".
+  /// One line for logs: "Momentum(lr 0.01, momentum 0.9, weight decay 0.0001)".
   virtual std::string describe() const = 0;
 
-  // Makes the states of these trainable parameters (in order). The parameters with a group
-  // must all exist; with groups, parameters in none are not updated (as MindSpore's optimizer
-  // updates only the parameters it was given). Called by the training step; calling it again with
-  // the same parameters keeps the states.
+  /// Makes the states of these trainable parameters (in order). The parameters with a group
+  /// must all exist; with groups, parameters in none are not updated (as MindSpore's optimizer
+  /// updates only the parameters it was given). Called by the training step; calling it again with
+  /// the same parameters keeps the states.
   void init(const std::vector<ParamInfo>& params);
-  // Whether `param` is updated (init'ed and in a group, when there are groups).
+  /// Whether `param` is updated (init'ed and in a group, when there are groups).
   bool updates(const std::string& param) const;
 
-  // ---- Inside the step graph ----
-  // The step's scalar inputs, in order: the learning rate of each group (rank-0 tensors of
-  // `dtype`), then the optimizer's own (Adam: beta1_power, beta2_power).
+  /// ---- Inside the step graph ----
+  /// The step's scalar inputs, in order: the learning rate of each group (rank-0 tensors of
+  /// `dtype`), then the optimizer's own (Adam: beta1_power, beta2_power).
   std::vector<std::string> input_names() const;
-  // Their values for the next step (from the global step; Adam's advanced beta powers).
+  /// Their values for the next step (from the global step; Adam's advanced beta powers).
   std::vector<Tensor> input_values(DType dtype) const;
-  // The dtype of the step's scalar inputs: the first parameter's (set by init), or the one
-  // input_values() was last asked for.
+  /// The dtype of the step's scalar inputs: the first parameter's (set by init), or the one
+  /// input_values() was last asked for.
   DType input_dtype() const { return input_dtype_; }
-  // The gradients after the optimizer's transform (clipping), in parameter order.
+  /// The gradients after the optimizer's transform (clipping), in parameter order.
   std::vector<ops::Var> transform_gradients(ops::Emitter& e,
                                             const std::vector<ops::Var>& grads) const;
-  // The update of parameter `param` (init'ed): new parameter and new states (state_prefixes()
-  // order). `inputs` are the Vars of input_names().
+  /// The update of parameter `param` (init'ed): new parameter and new states (state_prefixes()
+  /// order). `inputs` are the Vars of input_names().
   virtual std::vector<ops::Var> update(ops::Emitter& e, const std::string& param,
                                        const ops::Var& value, const std::vector<ops::Var>& states,
                                        const ops::Var& grad,
                                        const std::vector<ops::Var>& inputs) const = 0;
-  // After a step ran: the global step advances (and Adam's beta powers with it).
+  /// After a step ran: the global step advances (and Adam's beta powers with it).
   virtual void step_done();
 
-  // ---- State ----
-  // The per-parameter state prefixes, in order ("moments"; "accum", "stat"; ...).
+  /// ---- State ----
+  /// The per-parameter state prefixes, in order ("moments"; "accum", "stat"; ...).
   virtual std::vector<std::string> state_prefixes() const = 0;
-  // Every state tensor by name ("moments.conv1.weight"), made by init().
+  /// Every state tensor by name ("moments.conv1.weight"), made by init().
   const std::map<std::string, Tensor>& states() const { return states_; }
   Tensor* state(const std::string& name);
   std::int64_t global_step() const { return global_step_; }
   void set_global_step(std::int64_t step);
-  // The learning rate of group g (0 without groups) at the current global step (the next
-  // step's), and at a given step (>= 0; earlier steps than 0 give step 0's).
+  /// The learning rate of group g (0 without groups) at the current global step (the next
+  /// step's), and at a given step (>= 0; earlier steps than 0 give step 0's).
   double learning_rate(std::size_t group = 0) const { return learning_rate_at(global_step_, group); }
   double learning_rate_at(std::int64_t step, std::size_t group = 0) const;
-  // Sets a constant learning rate for every group (MindSpore's learning_rate.set_data).
+  /// Sets a constant learning rate for every group (MindSpore's learning_rate.set_data).
   void set_learning_rate(double lr);
 
-  // The checkpoint entries (see above), and loading them back: every state of an init'ed
-  // parameter must be there (ValueError naming the first missing one), with its dtype and shape;
-  // global_step and the beta powers are read, the learning rates and hyper-parameters are left
-  // (the run's own configuration rules). The states may live on a device (TrainOneStepCell moves
-  // them to its own): checkpoint_entries gives host copies of those, load_entries writes into
-  // them in place through their backend.
+  /// The checkpoint entries (see above), and loading them back: every state of an init'ed
+  /// parameter must be there (ValueError naming the first missing one), with its dtype and shape;
+  /// global_step and the beta powers are read, the learning rates and hyper-parameters are left
+  /// (the run's own configuration rules). The states may live on a device (TrainOneStepCell moves
+  /// them to its own): checkpoint_entries gives host copies of those, load_entries writes into
+  /// them in place through their backend.
   std::vector<std::pair<std::string, Tensor>> checkpoint_entries() const;
   void load_entries(const std::vector<std::pair<std::string, Tensor>>& entries);
 
@@ -141,18 +142,18 @@ class Optimizer {
   explicit Optimizer(Common common);
   const Common& common() const { return common_; }
 
-  // Extra step inputs and their values, and extra checkpoint scalars (Adam's beta powers).
+  /// Extra step inputs and their values, and extra checkpoint scalars (Adam's beta powers).
   virtual std::vector<std::string> own_input_names() const { return {}; }
   virtual std::vector<double> own_input_values() const { return {}; }
   virtual std::vector<std::pair<std::string, Tensor>> own_entries() const { return {}; }
   virtual void load_own_entries(const std::vector<std::pair<std::string, Tensor>>&) {}
-  // The initial value of a state with `prefix` (0 unless said otherwise).
+  /// The initial value of a state with `prefix` (0 unless said otherwise).
   virtual double state_init(const std::string& prefix) const { return 0.0; }
 
-  // The weight decay of a parameter (after MindSpore's filter) and its group's index.
+  /// The weight decay of a parameter (after MindSpore's filter) and its group's index.
   double weight_decay_of(const std::string& param) const;
   std::size_t group_of(const std::string& param) const;
-  // The learning-rate Var of a parameter, cast to its dtype.
+  /// The learning-rate Var of a parameter, cast to its dtype.
   ops::Var lr_of(ops::Emitter& e, const std::string& param, const ops::Var& value,
                  const std::vector<ops::Var>& inputs) const;
   static ops::Var l2(ops::Emitter& e, const ops::Var& value, const ops::Var& grad,
@@ -249,12 +250,12 @@ class Adam final : public Optimizer {
   void load_own_entries(const std::vector<std::pair<std::string, Tensor>>& entries) override;
 
  private:
-  // beta^t after t steps, advanced in the dtype of the step's inputs (Float32 for a Float32
-  // network, as MindSpore keeps them; Float64 for a Float64 one).
+  /// beta^t after t steps, advanced in the dtype of the step's inputs (Float32 for a Float32
+  /// network, as MindSpore keeps them; Float64 for a Float64 one).
   double advance(double power, double beta) const;
   double beta1_, beta2_, eps_;
   bool nesterov_;
-  double beta1_power_ = 1.0, beta2_power_ = 1.0;  // after the steps done
+  double beta1_power_ = 1.0, beta2_power_ = 1.0;  ///< after the steps done
 };
 
 class AdamWeightDecay final : public Optimizer {
@@ -280,26 +281,26 @@ class AdamWeightDecay final : public Optimizer {
   double beta1_, beta2_, eps_;
 };
 
-// One description of any of the four, for recipes and the command line (`loom train
-// --optimizer momentum|sgd|adam|adamw`).
+/// One description of any of the four, for recipes and the command line (`loom train
+/// --optimizer momentum|sgd|adam|adamw`).
 enum class OptimizerKind { kMomentum, kSGD, kAdam, kAdamW };
 struct OptimizerSpec {
   OptimizerKind kind = OptimizerKind::kMomentum;
   double learning_rate = 0.1;
-  double momentum = 0.9;   // Momentum, SGD
-  double dampening = 0.0;  // SGD
-  bool nesterov = false;   // Momentum, SGD, Adam
-  double beta1 = 0.9;      // Adam, AdamWeightDecay
+  double momentum = 0.9;   ///< Momentum, SGD
+  double dampening = 0.0;  ///< SGD
+  bool nesterov = false;   ///< Momentum, SGD, Adam
+  double beta1 = 0.9;      ///< Adam, AdamWeightDecay
   double beta2 = 0.999;
-  std::optional<double> eps;  // default: Adam 1e-8, AdamWeightDecay 1e-6 (MindSpore's)
+  std::optional<double> eps;  ///< default: Adam 1e-8, AdamWeightDecay 1e-6 (MindSpore's)
   double weight_decay = 0.0;
   double clip_global_norm = 0.0;
 };
-// "momentum", "sgd", "adam", "adamw" and back (ValueError listing them otherwise).
+/// "momentum", "sgd", "adam", "adamw" and back (ValueError listing them otherwise).
 const char* kind_name(OptimizerKind kind);
 OptimizerKind kind_from_name(const std::string& name);
-// The optimizer of a spec; `learning_rate` replaces spec.learning_rate when given (a list or a
-// schedule). Hyper-parameters out of range are ValueError naming the optimizer.
+/// The optimizer of a spec; `learning_rate` replaces spec.learning_rate when given (a list or a
+/// schedule). Hyper-parameters out of range are ValueError naming the optimizer.
 std::shared_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec,
                                           std::optional<LearningRate> learning_rate = {});
 

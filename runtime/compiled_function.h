@@ -1,32 +1,33 @@
-// A function compiled once per input signature: the one cache of compiled programs that every
-// caller of the runtime uses — a graph-mode call of a Cell, Model's evaluation, the training
-// step (nn/), MindIR's GraphCell, and later the Python module.
-//
-// The caller supplies a builder: given the signature (the abstracts of the arguments it will
-// pass), it makes the program — traces a Cell, differentiates it, appends the optimizer's
-// update — and may dump those stages. The CompiledFunction then runs the pipeline of passes
-// (core/passes/pipeline.h: the purpose's, or a caller's --passes text), dumping every stage
-// when a save_graphs directory is set, compiles the result (runtime::compile) with the donations
-// the builder asked for, and caches it by signature. Later calls with the same signature run the
-// cached plan. Observers (runtime/observer.h) installed here reach every plan, nested ones and
-// interpreted graphs included.
-//
-//   runtime::CompiledFunction f(
-//       [&](const std::vector<ir::AbstractPtr>& sig, const runtime::CompiledFunction::Dump& dump) {
-//         runtime::Program p = ...;  // p.module, p.graph, p.donate
-//         dump(*p.module, "traced");
-//         return p;
-//       },
-//       {.name = "step", .purpose = passes::Purpose::kTrain});
-//   CompiledFunction::Entry& e = f.entry({Abstract::tensor(kFloat32, {32, 1, 32, 32}), ...});
-//   ir::Value out = f.run(e, args);
-//
-// Donation: an output leaf donated to a parameter ends up in that argument's storage after
-// run(), written in place where the plan allows it and copied otherwise, also when the graph
-// runs through the interpreter — so a caller never writes results back by hand.
-//
-// Dumps: with save_graphs_dir D, the first program goes to D/<name>/, a program for another
-// signature to D/<name>_1/, ...: NN_<stage>.ir (parses back with ir-opt) and NN_<stage>.dot.
+/// \file
+/// A function compiled once per input signature: the one cache of compiled programs that every
+/// caller of the runtime uses — a graph-mode call of a Cell, Model's evaluation, the training
+/// step (nn/), MindIR's GraphCell, and later the Python module.
+///
+/// The caller supplies a builder: given the signature (the abstracts of the arguments it will
+/// pass), it makes the program — traces a Cell, differentiates it, appends the optimizer's
+/// update — and may dump those stages. The CompiledFunction then runs the pipeline of passes
+/// (core/passes/pipeline.h: the purpose's, or a caller's --passes text), dumping every stage
+/// when a save_graphs directory is set, compiles the result (runtime::compile) with the donations
+/// the builder asked for, and caches it by signature. Later calls with the same signature run the
+/// cached plan. Observers (runtime/observer.h) installed here reach every plan, nested ones and
+/// interpreted graphs included.
+///
+///   runtime::CompiledFunction f(
+///       [&](const std::vector<ir::AbstractPtr>& sig, const runtime::CompiledFunction::Dump& dump) {
+///         runtime::Program p = ...;  // p.module, p.graph, p.donate
+///         dump(*p.module, "traced");
+///         return p;
+///       },
+///       {.name = "step", .purpose = passes::Purpose::kTrain});
+///   CompiledFunction::Entry& e = f.entry({Abstract::tensor(kFloat32, {32, 1, 32, 32}), ...});
+///   ir::Value out = f.run(e, args);
+///
+/// Donation: an output leaf donated to a parameter ends up in that argument's storage after
+/// run(), written in place where the plan allows it and copied otherwise, also when the graph
+/// runs through the interpreter — so a caller never writes results back by hand.
+///
+/// Dumps: with save_graphs_dir D, the first program goes to D/<name>/, a program for another
+/// signature to D/<name>_1/, ...: NN_<stage>.ir (parses back with ir-opt) and NN_<stage>.dot.
 #pragma once
 
 #include <cstddef>
@@ -55,7 +56,7 @@ class Backend;
 
 namespace loom::runtime {
 
-// What a builder makes for one signature.
+/// What a builder makes for one signature.
 struct Program {
   Program();
   Program(std::unique_ptr<ir::Module> module, ir::FuncGraph* graph,
@@ -65,11 +66,11 @@ struct Program {
   Program(Program&&) noexcept;
   Program& operator=(Program&&) noexcept;
 
-  std::unique_ptr<ir::Module> module;  // owns everything below
-  ir::FuncGraph* graph = nullptr;      // the function to run (the module's entry)
-  // (output leaf, parameter): output leaves (tuples flattened) written into arguments.
+  std::unique_ptr<ir::Module> module;  ///< owns everything below
+  ir::FuncGraph* graph = nullptr;      ///< the function to run (the module's entry)
+  /// (output leaf, parameter): output leaves (tuples flattened) written into arguments.
   std::vector<std::pair<std::size_t, std::size_t>> donate;
-  std::shared_ptr<void> info;          // the builder's own bookkeeping for this signature
+  std::shared_ptr<void> info;          ///< the builder's own bookkeeping for this signature
 
   template <class T>
   T& info_as() const { return *static_cast<T*>(info.get()); }
@@ -78,12 +79,12 @@ struct Program {
 struct FunctionOptions {
   std::string name = "function";   // the dump folder's name
   passes::Purpose purpose = passes::Purpose::kEval;
-  std::string passes;              // replaces the purpose's pipeline when not empty
-  backend::Backend* backend = nullptr;  // null: the CPU
-  bool interpret = false;          // run the graph through the interpreter (PyNative)
-  std::string save_graphs_dir;     // "" = no dumps
+  std::string passes;              ///< replaces the purpose's pipeline when not empty
+  backend::Backend* backend = nullptr;  ///< null: the CPU
+  bool interpret = false;          ///< run the graph through the interpreter (PyNative)
+  std::string save_graphs_dir;     ///< "" = no dumps
   std::int64_t max_loop_iterations = 10'000'000;
-  // Shared with other functions that never run at the same time (runtime::SharedArena).
+  /// Shared with other functions that never run at the same time (runtime::SharedArena).
   std::shared_ptr<SharedArena> shared_arena;
 };
 
@@ -104,38 +105,38 @@ class CompiledFunction {
   CompiledFunction(const CompiledFunction&) = delete;
   CompiledFunction& operator=(const CompiledFunction&) = delete;
 
-  // A graph compiled as it is, re-inferred for each signature (MindIR's GraphCell, tests). The
-  // graph must outlive the function.
+  /// A graph compiled as it is, re-inferred for each signature (MindIR's GraphCell, tests). The
+  /// graph must outlive the function.
   static std::unique_ptr<CompiledFunction> of_graph(ir::FuncGraph* graph,
                                                     FunctionOptions options = {});
 
-  // The entry of `signature` (and `variant`: what else the program depends on, such as the
-  // training flag), built, passed through the pipeline and compiled on first use. Errors of the
-  // builder, the passes or the compiler propagate, and nothing is cached for the signature.
+  /// The entry of `signature` (and `variant`: what else the program depends on, such as the
+  /// training flag), built, passed through the pipeline and compiled on first use. Errors of the
+  /// builder, the passes or the compiler propagate, and nothing is cached for the signature.
   Entry& entry(const std::vector<ir::AbstractPtr>& signature, std::string_view variant = {});
-  // Runs an entry on `args` (the graph's parameters in order; trailing weights may be left out
-  // and take their defaults).
+  /// Runs an entry on `args` (the graph's parameters in order; trailing weights may be left out
+  /// and take their defaults).
   ir::Value run(Entry& entry, std::vector<ir::Value> args);
-  // entry() for the arguments' own signature, then run().
+  /// entry() for the arguments' own signature, then run().
   ir::Value operator()(std::vector<ir::Value> args, std::string_view variant = {});
 
-  // Observers of every plan of this function, in order of installation.
+  /// Observers of every plan of this function, in order of installation.
   void add_observer(std::shared_ptr<Observer> observer);
   void remove_observer(const Observer* observer);
   const ObserverList& observers() const { return *observers_; }
 
-  // Replace the pipeline / the dump folder / interpretation: the cached programs are dropped.
+  /// Replace the pipeline / the dump folder / interpretation: the cached programs are dropped.
   void set_passes(std::string pipeline);
   void set_save_graphs_dir(std::string dir);
   void set_interpret(bool interpret);
   const FunctionOptions& options() const { return options_; }
-  // Plans compiled from now on take their arena from `arena` (FunctionOptions::shared_arena).
+  /// Plans compiled from now on take their arena from `arena` (FunctionOptions::shared_arena).
   void share_arena(std::shared_ptr<SharedArena> arena) { options_.shared_arena = std::move(arena); }
 
   std::size_t num_compilations() const { return num_compilations_; }
-  // Seconds spent building, running the pipeline and compiling, summed over the programs.
+  /// Seconds spent building, running the pipeline and compiling, summed over the programs.
   double compile_seconds() const { return compile_seconds_; }
-  // The entry the last run() used (null before the first).
+  /// The entry the last run() used (null before the first).
   const Entry* last() const { return last_; }
   void clear();
 
@@ -146,7 +147,7 @@ class CompiledFunction {
   std::shared_ptr<ObserverList> observers_;
   std::size_t observers_version_ = 1;
   std::size_t num_compilations_ = 0;
-  std::size_t num_programs_ = 0;  // numbers the dump folders
+  std::size_t num_programs_ = 0;  ///< numbers the dump folders
   double compile_seconds_ = 0;
   Entry* last_ = nullptr;
 };

@@ -1,12 +1,13 @@
-// The reference interpreter: evaluates any FuncGraph on concrete values by running each node's
-// kernel eagerly — graph calls, If, While, recursion, tuples. Slow and simple on purpose: it is
-// the oracle the compiled runtime must agree with, and the executor of PyNative-style
-// debugging.
-//
-//   Value y = interpret(*module.entry(), {Value::tensor(x)});
-//
-// Parameters beyond the given arguments take their default value (weights); a missing argument
-// without a default is a ValueError naming the parameter.
+/// \file
+/// The reference interpreter: evaluates any FuncGraph on concrete values by running each node's
+/// kernel eagerly — graph calls, If, While, recursion, tuples. Slow and simple on purpose: it is
+/// the oracle the compiled runtime must agree with, and the executor of PyNative-style
+/// debugging.
+///
+///   Value y = interpret(*module.entry(), {Value::tensor(x)});
+///
+/// Parameters beyond the given arguments take their default value (weights); a missing argument
+/// without a default is a ValueError naming the parameter.
 #pragma once
 
 #include <cstdint>
@@ -24,14 +25,14 @@ class CNode;
 namespace loom::runtime {
 
 struct InterpretOptions {
-  // Deeper graph-call nesting (runaway recursion) is an error, not a stack overflow.
+  /// Deeper graph-call nesting (runaway recursion) is an error, not a stack overflow.
   int max_call_depth = 2000;
-  // A While running more iterations than this is an error, not a hang.
+  /// A While running more iterations than this is an error, not a hang.
   std::int64_t max_loop_iterations = 10'000'000;
-  // Called after every cnode is evaluated (tests).
+  /// Called after every cnode is evaluated (tests).
   std::function<void(const ir::CNode&, const ir::Value&)> on_node;
-  // Called around every kernel launch, If and While (runtime/observer.h): the events of a
-  // compiled plan, at `depth` (+1 inside each If / While).
+  /// Called around every kernel launch, If and While (runtime/observer.h): the events of a
+  /// compiled plan, at `depth` (+1 inside each If / While).
   const ObserverList* observers = nullptr;
   int depth = 0;
 };

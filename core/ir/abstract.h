@@ -1,17 +1,18 @@
-// Abstract values: what inference knows about a node's value without running it.
-//
-//   tensor    dtype + shape; a dim of -1 is unknown; the rank itself may be unknown
-//   scalar    dtype, and maybe its value
-//   string    maybe its value
-//   type      a DType used as a value (Cast's target)
-//   tuple     an abstract per element
-//   func      a graph or primitive used as a value
-//   none
-//
-// Text form (shared with the .ir printer and parser):
-//   <Tensor[Float32], (2, -1)>   <Tensor[Float32]> (unknown rank)   <Int64>   <Int64, value=3>
-//   <String>   <String, value="a">   <Type>   <Tuple[<Int64>, <Tensor[Bool], ()>]>   <Func>
-//   <None>
+/// \file
+/// Abstract values: what inference knows about a node's value without running it.
+///
+///   tensor    dtype + shape; a dim of -1 is unknown; the rank itself may be unknown
+///   scalar    dtype, and maybe its value
+///   string    maybe its value
+///   type      a DType used as a value (Cast's target)
+///   tuple     an abstract per element
+///   func      a graph or primitive used as a value
+///   none
+///
+/// Text form (shared with the .ir printer and parser):
+///   <Tensor[Float32], (2, -1)>   <Tensor[Float32]> (unknown rank)   <Int64>   <Int64, value=3>
+///   <String>   <String, value="a">   <Type>   <Tuple[<Int64>, <Tensor[Bool], ()>]>   <Func>
+///   <None>
 #pragma once
 
 #include <cstdint>
@@ -43,8 +44,8 @@ class Abstract {
   static AbstractPtr tuple(std::vector<AbstractPtr> elements);
   static AbstractPtr func();
   static AbstractPtr none();
-  // The abstract of a constant: tensors give their dtype and shape, scalars and strings keep
-  // their value, graphs and primitives give func.
+  /// The abstract of a constant: tensors give their dtype and shape, scalars and strings keep
+  /// their value, graphs and primitives give func.
   static AbstractPtr of_value(const Value& value);
 
   Kind kind() const { return kind_; }
@@ -53,16 +54,16 @@ class Abstract {
 
   DType dtype() const { return dtype_; }  // tensor and scalar
   bool has_rank() const { return shape_.has_value(); }
-  // Tensor shape; throws InternalError when the rank is unknown.
+  /// Tensor shape; throws InternalError when the rank is unknown.
   const Shape& shape() const;
-  bool shape_known() const;  // rank known and no dim is -1
+  bool shape_known() const;  ///< rank known and no dim is -1
   const std::optional<Value>& value() const { return value_; }  // scalar and string
   const std::vector<AbstractPtr>& elements() const { return elements_; }  // tuple
 
-  // Exact equality (unknown dims equal only unknown dims).
+  /// Exact equality (unknown dims equal only unknown dims).
   bool equals(const Abstract& other) const;
-  // True when a value described by `other` may be described by this one: same kinds and dtypes,
-  // an unknown dim or rank here accepts any, a known scalar value must agree.
+  /// True when a value described by `other` may be described by this one: same kinds and dtypes,
+  /// an unknown dim or rank here accepts any, a known scalar value must agree.
   bool accepts(const Abstract& other) const;
 
   std::string to_string() const;

@@ -1,28 +1,29 @@
-// The ANF IR: nodes, first-order function graphs, and the Module that owns them.
-//
-// Every intermediate value is named by a node; graphs are values; nothing is mutated except
-// through ir::Manager (core/ir/manager.h).
-//
-//   Parameter   a graph input, or a weight (a parameter with a default Tensor)
-//   ValueNode   a constant Value: tensor, scalar, string, tuple, Primitive, FuncGraph, None
-//   CNode       an application: input 0 is the callee (a ValueNode holding a Primitive or a
-//               FuncGraph), inputs 1..n are the arguments
-//
-// A FuncGraph has ordered parameters and one output node (several results go through a
-// MakeTuple). Its nodes are its parameters and the nodes reachable from its output; they use
-// only that graph's own parameters, nodes and constants (no free variables). Nested graphs
-// appear only as values.
-//
-// Ownership: a Module owns every graph and node created in it; nodes and graphs are referred to
-// by raw pointers that stay valid as long as the Module lives. Nodes made dead by a rewrite stay
-// allocated until the Module is destroyed.
-//
-//   Module m;
-//   FuncGraph* g = m.add_graph("main");
-//   Parameter* x = g->add_parameter("x", Abstract::tensor(DType::kFloat32, {2, 3}));
-//   CNode* y = g->add_call(make_primitive("ReLU"), {x});
-//   g->set_output(y);
-//   m.set_entry(g);
+/// \file
+/// The ANF IR: nodes, first-order function graphs, and the Module that owns them.
+///
+/// Every intermediate value is named by a node; graphs are values; nothing is mutated except
+/// through ir::Manager (core/ir/manager.h).
+///
+///   Parameter   a graph input, or a weight (a parameter with a default Tensor)
+///   ValueNode   a constant Value: tensor, scalar, string, tuple, Primitive, FuncGraph, None
+///   CNode       an application: input 0 is the callee (a ValueNode holding a Primitive or a
+///               FuncGraph), inputs 1..n are the arguments
+///
+/// A FuncGraph has ordered parameters and one output node (several results go through a
+/// MakeTuple). Its nodes are its parameters and the nodes reachable from its output; they use
+/// only that graph's own parameters, nodes and constants (no free variables). Nested graphs
+/// appear only as values.
+///
+/// Ownership: a Module owns every graph and node created in it; nodes and graphs are referred to
+/// by raw pointers that stay valid as long as the Module lives. Nodes made dead by a rewrite stay
+/// allocated until the Module is destroyed.
+///
+///   Module m;
+///   FuncGraph* g = m.add_graph("main");
+///   Parameter* x = g->add_parameter("x", Abstract::tensor(DType::kFloat32, {2, 3}));
+///   CNode* y = g->add_call(make_primitive("ReLU"), {x});
+///   g->set_output(y);
+///   m.set_entry(g);
 #pragma once
 
 #include <cstdint>
@@ -43,20 +44,20 @@ class FuncGraph;
 class Module;
 class Manager;
 
-// Where a node came from: the Cell path that created it ("LeNet5/conv1/Conv2D") and, where
-// known, the C++ (or Python) source location of the call.
-// What part of a training step a node belongs to. Tracing makes forward nodes; autodiff marks
-// the nodes it emits for a forward node's gradient as backward, naming that node; the training
-// step marks the optimizer's update.
+/// Where a node came from: the Cell path that created it ("LeNet5/conv1/Conv2D") and, where
+/// known, the C++ (or Python) source location of the call.
+/// What part of a training step a node belongs to. Tracing makes forward nodes; autodiff marks
+/// the nodes it emits for a forward node's gradient as backward, naming that node; the training
+/// step marks the optimizer's update.
 enum class Role : std::uint8_t { kForward, kBackward, kOptimizer };
-std::string_view role_name(Role role);  // "forward", "backward", "optimizer"
+std::string_view role_name(Role role);  ///< "forward", "backward", "optimizer"
 
 struct DebugInfo {
   std::string scope;
   std::string file;
   int line = 0;
   Role role = Role::kForward;
-  // A backward node: the scope of the forward node whose gradient it computes ("" otherwise).
+  /// A backward node: the scope of the forward node whose gradient it computes ("" otherwise).
   std::string forward;
 
   bool empty() const {
@@ -78,17 +79,17 @@ class Node {
   bool is_value() const { return kind_ == Kind::kValue; }
   bool is_cnode() const { return kind_ == Kind::kCNode; }
 
-  // The graph this node was created in.
+  /// The graph this node was created in.
   FuncGraph* graph() const { return graph_; }
-  // Unique within the Module, increasing in creation order.
+  /// Unique within the Module, increasing in creation order.
   std::uint64_t id() const { return id_; }
 
-  // A readable name: required for parameters, optional for cnodes (the printer numbers the
-  // unnamed ones). Names are unique within a graph when the IR is well formed.
+  /// A readable name: required for parameters, optional for cnodes (the printer numbers the
+  /// unnamed ones). Names are unique within a graph when the IR is well formed.
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
 
-  // The inferred abstract value; null until inference ran.
+  /// The inferred abstract value; null until inference ran.
   const AbstractPtr& abstract() const { return abstract_; }
   void set_abstract(AbstractPtr abstract) { abstract_ = std::move(abstract); }
 
@@ -109,7 +110,7 @@ class Node {
 
 class Parameter final : public Node {
  public:
-  // A weight carries its value; graph inputs have none.
+  /// A weight carries its value; graph inputs have none.
   const std::optional<Tensor>& default_value() const { return default_; }
   bool has_default() const { return default_.has_value(); }
   void set_default(Tensor value) { default_ = std::move(value); }
@@ -135,21 +136,21 @@ class CNode final : public Node {
  public:
   const std::vector<Node*>& inputs() const { return inputs_; }
   std::size_t size() const { return inputs_.size(); }
-  Node* input(std::size_t i) const;  // throws InternalError when out of range
+  Node* input(std::size_t i) const;  ///< throws InternalError when out of range
   Node* callee() const { return input(0); }
   std::size_t num_args() const { return inputs_.empty() ? 0 : inputs_.size() - 1; }
   Node* arg(std::size_t i) const { return input(i + 1); }
 
-  // The callee's Primitive, or null when the callee is not a Primitive constant.
+  /// The callee's Primitive, or null when the callee is not a Primitive constant.
   const Primitive* primitive() const;
-  // The called graph, or null when the callee is not a FuncGraph constant.
+  /// The called graph, or null when the callee is not a FuncGraph constant.
   FuncGraph* called_graph() const;
-  // True when the callee is the primitive named `name`.
+  /// True when the callee is the primitive named `name`.
   bool is_call_to(std::string_view name) const;
 
  private:
   friend class Module;
-  friend class Manager;  // the only place inputs change after creation
+  friend class Manager;  ///< the only place inputs change after creation
   CNode(FuncGraph* graph, std::uint64_t id, std::vector<Node*> inputs)
       : Node(Kind::kCNode, graph, id), inputs_(std::move(inputs)) {}
   std::vector<Node*> inputs_;
@@ -165,28 +166,28 @@ class FuncGraph {
 
   const std::vector<Parameter*>& parameters() const { return parameters_; }
   Parameter* parameter(std::size_t i) const;
-  // Appends a parameter. Throws ValueError when the name is empty.
+  /// Appends a parameter. Throws ValueError when the name is empty.
   Parameter* add_parameter(std::string name, AbstractPtr abstract = nullptr);
 
-  // A constant in this graph; its abstract is Abstract::of_value(value).
+  /// A constant in this graph; its abstract is Abstract::of_value(value).
   ValueNode* add_value(Value value);
-  // An application; every input must be non-null (InternalError otherwise).
+  /// An application; every input must be non-null (InternalError otherwise).
   CNode* add_cnode(std::vector<Node*> inputs, DebugInfo debug = {});
-  // Shorthands: a call of a primitive / of a graph with the given arguments.
+  /// Shorthands: a call of a primitive / of a graph with the given arguments.
   CNode* add_call(PrimitivePtr prim, const std::vector<Node*>& args, DebugInfo debug = {});
   CNode* add_call(FuncGraph* callee, const std::vector<Node*>& args, DebugInfo debug = {});
 
   Node* output() const { return output_; }
-  // Sets the output while the graph is being built. Once a Manager tracks the module, use
-  // Manager::set_output so that def-use edges stay consistent.
+  /// Sets the output while the graph is being built. Once a Manager tracks the module, use
+  /// Manager::set_output so that def-use edges stay consistent.
   void set_output(Node* output) { output_ = output; }
 
-  // The CNodes reachable from the output, each after its inputs (a post-order depth-first walk
-  // taking inputs left to right). Deterministic; never recurses on the C++ stack; terminates on
-  // cyclic (malformed) graphs, leaving the cycle's back edge out of the order.
+  /// The CNodes reachable from the output, each after its inputs (a post-order depth-first walk
+  /// taking inputs left to right). Deterministic; never recurses on the C++ stack; terminates on
+  /// cyclic (malformed) graphs, leaving the cycle's back edge out of the order.
   std::vector<CNode*> topo_order() const;
-  // Graphs that appear as values in this graph's nodes (also inside tuples and primitive
-  // attributes), in topo order of first appearance.
+  /// Graphs that appear as values in this graph's nodes (also inside tuples and primitive
+  /// attributes), in topo order of first appearance.
   std::vector<FuncGraph*> used_graphs() const;
 
  private:
@@ -206,18 +207,18 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  // A new empty graph. Names are unique in a module: a taken name gets a suffix "_1", "_2"...
+  /// A new empty graph. Names are unique in a module: a taken name gets a suffix "_1", "_2"...
   FuncGraph* add_graph(std::string name);
-  FuncGraph* find_graph(std::string_view name) const;  // null when absent
-  // Every graph ever added, in creation order (including ones no longer reachable).
+  FuncGraph* find_graph(std::string_view name) const;  ///< null when absent
+  /// Every graph ever added, in creation order (including ones no longer reachable).
   const std::vector<FuncGraph*>& graphs() const { return graph_list_; }
 
-  // The graph a module computes; the printer starts there.
+  /// The graph a module computes; the printer starts there.
   FuncGraph* entry() const { return entry_; }
   void set_entry(FuncGraph* graph);
 
-  // The entry (or `root`) and every graph reachable from it through graph values: root first,
-  // then depth-first in order of first use. Each graph appears once, so recursion terminates.
+  /// The entry (or `root`) and every graph reachable from it through graph values: root first,
+  /// then depth-first in order of first use. Each graph appears once, so recursion terminates.
   std::vector<FuncGraph*> reachable_graphs(FuncGraph* root = nullptr) const;
 
  private:

@@ -1,6 +1,7 @@
-// Where a tensor's memory lives. A Device names a kind of memory, not an implementation: the
-// backends (backends/backend.h) say how to allocate, copy and compute there. Host memory is
-// kCPU; kCUDA is an NVIDIA GPU's memory (the CUDA backend's).
+/// \file
+/// Where a tensor's memory lives. A Device names a kind of memory, not an implementation: the
+/// backends (backends/backend.h) say how to allocate, copy and compute there. Host memory is
+/// kCPU; kCUDA is an NVIDIA GPU's memory (the CUDA backend's).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@ namespace loom {
 
 enum class Device : std::uint8_t { kCPU, kCUDA };
 
-// "CPU", "CUDA".
+/// "CPU", "CUDA".
 constexpr std::string_view device_name(Device device) {
   return device == Device::kCPU ? "CPU" : "CUDA";
 }

@@ -1,17 +1,18 @@
-// Tensor: a dense, contiguous, row-major tensor with reference-counted storage.
-//
-// A Tensor is both the value held by a ValueNode in the IR and what users hold. Copying a Tensor
-// is cheap and shares the storage (as torch.Tensor does); clone() makes a deep copy. Storage made
-// here is host memory, 64-byte aligned so kernels may use aligned vector loads, and zero-filled.
-// A backend makes storage on its device (Backend::allocate), and outside memory (a NumPy array,
-// a DLPack capsule) can be wrapped without a copy (Storage::wrap). The element accessors that
-// read or write values on the host (get, set, to_doubles, clone, bitwise_equal, from_*) need host
-// storage and throw TypeError for a device tensor; raw_data() and data<T>() give any tensor's
-// address (a device address for a device tensor, for that device's kernels).
-//
-//   Tensor t(DType::kFloat32, {2, 3});
-//   t.data<float>()[0] = 1.5f;
-//   Tensor u = Tensor::from_vector<float>({2}, {1.f, 2.f});
+/// \file
+/// Tensor: a dense, contiguous, row-major tensor with reference-counted storage.
+///
+/// A Tensor is both the value held by a ValueNode in the IR and what users hold. Copying a Tensor
+/// is cheap and shares the storage (as torch.Tensor does); clone() makes a deep copy. Storage made
+/// here is host memory, 64-byte aligned so kernels may use aligned vector loads, and zero-filled.
+/// A backend makes storage on its device (Backend::allocate), and outside memory (a NumPy array,
+/// a DLPack capsule) can be wrapped without a copy (Storage::wrap). The element accessors that
+/// read or write values on the host (get, set, to_doubles, clone, bitwise_equal, from_*) need host
+/// storage and throw TypeError for a device tensor; raw_data() and data<T>() give any tensor's
+/// address (a device address for a device tensor, for that device's kernels).
+///
+///   Tensor t(DType::kFloat32, {2, 3});
+///   t.data<float>()[0] = 1.5f;
+///   Tensor u = Tensor::from_vector<float>({2}, {1.f, 2.f});
 #pragma once
 
 #include <cstddef>
@@ -28,29 +29,29 @@ namespace loom {
 
 using Shape = std::vector<std::int64_t>;
 
-// Number of elements of a shape (1 for rank 0). Throws ValueError for a negative dim or overflow.
+/// Number of elements of a shape (1 for rank 0). Throws ValueError for a negative dim or overflow.
 std::int64_t shape_numel(const Shape& shape);
 
-// "(2, 3)"; "()" for a scalar.
+/// "(2, 3)"; "()" for a scalar.
 std::string shape_to_string(const Shape& shape);
 
-// One block of memory on one device, shared by the Tensors that view it. Either an aligned host
-// allocation of its own, or memory someone else made, given back by a release function when the
-// last Tensor lets go (a backend's free, or dropping the owner of wrapped outside memory).
+/// One block of memory on one device, shared by the Tensors that view it. Either an aligned host
+/// allocation of its own, or memory someone else made, given back by a release function when the
+/// last Tensor lets go (a backend's free, or dropping the owner of wrapped outside memory).
 class Storage {
  public:
   using Release = std::function<void(void*)>;
 
-  // nbytes of zero-filled host memory, 64-byte aligned.
+  /// nbytes of zero-filled host memory, 64-byte aligned.
   explicit Storage(std::size_t nbytes);
-  // Takes `data` (nbytes on `device`); release(data) runs in the destructor (may be empty).
+  /// Takes `data` (nbytes on `device`); release(data) runs in the destructor (may be empty).
   Storage(void* data, std::size_t nbytes, Device device, Release release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  // Outside memory viewed without a copy: `owner` (the NumPy array, the DLPack tensor...) is kept
-  // alive until the storage goes.
+  /// Outside memory viewed without a copy: `owner` (the NumPy array, the DLPack tensor...) is kept
+  /// alive until the storage goes.
   static std::shared_ptr<Storage> wrap(void* data, std::size_t nbytes, Device device,
                                        std::shared_ptr<const void> owner);
 
@@ -66,12 +67,12 @@ class Storage {
   void* data_;
   std::size_t nbytes_;
   Device device_ = Device::kCPU;
-  Release release_;  // empty for the storage's own host allocation (freed with std::free)
+  Release release_;  ///< empty for the storage's own host allocation (freed with std::free)
   bool owned_ = true;
 };
 
 template <typename T>
-struct DTypeOf;  // DTypeOf<float>::value == DType::kFloat32, defined for the C++ element types.
+struct DTypeOf;  ///< DTypeOf<float>::value == DType::kFloat32, defined for the C++ element types.
 template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
 template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
 template <> struct DTypeOf<std::int32_t> { static constexpr DType value = DType::kInt32; };
@@ -81,79 +82,79 @@ template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; 
 
 class Tensor {
  public:
-  // An undefined tensor (no storage); defined() is false.
+  /// An undefined tensor (no storage); defined() is false.
   Tensor() = default;
-  // A zero-filled tensor.
+  /// A zero-filled tensor.
   Tensor(DType dtype, Shape shape);
 
-  // A tensor holding `values` (converted to dtype; bool is value != 0). Throws ValueError when
-  // values.size() differs from the shape's element count.
+  /// A tensor holding `values` (converted to dtype; bool is value != 0). Throws ValueError when
+  /// values.size() differs from the shape's element count.
   static Tensor from_doubles(DType dtype, Shape shape, const std::vector<double>& values);
   template <typename T>
   static Tensor from_vector(Shape shape, const std::vector<T>& values);
-  // A rank-0 tensor.
+  /// A rank-0 tensor.
   static Tensor scalar(DType dtype, double value);
 
   bool defined() const { return storage_ != nullptr; }
-  // The device of the storage (kCPU for an undefined tensor).
+  /// The device of the storage (kCPU for an undefined tensor).
   Device device() const { return storage_ ? storage_->device() : Device::kCPU; }
   bool is_host() const { return device() == Device::kCPU; }
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   std::int64_t rank() const { return static_cast<std::int64_t>(shape_.size()); }
-  std::int64_t dim(std::int64_t axis) const;  // negative axes count from the end
+  std::int64_t dim(std::int64_t axis) const;  ///< negative axes count from the end
   std::int64_t numel() const { return numel_; }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel_) * dtype_size(dtype_); }
 
   void* raw_data();
   const void* raw_data() const;
-  // Typed access; throws TypeError when T does not match dtype(). Float16/BFloat16 data is
-  // reached through raw_data() as uint16_t bits, or through get/set below.
+  /// Typed access; throws TypeError when T does not match dtype(). Float16/BFloat16 data is
+  /// reached through raw_data() as uint16_t bits, or through get/set below.
   template <typename T>
   T* data();
   template <typename T>
   const T* data() const;
 
-  // Element i (flat index) converted to or from double, for any dtype. Slow; for tests, printing
-  // and parsing, never for kernels. Host tensors only (TypeError otherwise).
+  /// Element i (flat index) converted to or from double, for any dtype. Slow; for tests, printing
+  /// and parsing, never for kernels. Host tensors only (TypeError otherwise).
   double get(std::int64_t i) const;
   void set(std::int64_t i, double value);
   std::vector<double> to_doubles() const;
 
-  // A deep copy in new host storage (host tensors only; a backend copies device tensors).
+  /// A deep copy in new host storage (host tensors only; a backend copies device tensors).
   Tensor clone() const;
-  // A view of the same storage with another shape of equal element count.
+  /// A view of the same storage with another shape of equal element count.
   Tensor reshape(Shape shape) const;
-  // A tensor over `storage` starting `offset` bytes in (a multiple of 64 keeps kernels' aligned
-  // loads valid). Used by the runtime to place many tensors in one planned arena. Throws
-  // InternalError when the tensor would not fit in the storage.
+  /// A tensor over `storage` starting `offset` bytes in (a multiple of 64 keeps kernels' aligned
+  /// loads valid). Used by the runtime to place many tensors in one planned arena. Throws
+  /// InternalError when the tensor would not fit in the storage.
   static Tensor view(std::shared_ptr<Storage> storage, std::size_t offset, DType dtype,
                      Shape shape);
-  // True when both share one storage.
+  /// True when both share one storage.
   bool shares_storage_with(const Tensor& other) const { return storage_ == other.storage_; }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   long use_count() const { return storage_.use_count(); }
 
-  // Same dtype, shape and bytes.
+  /// Same dtype, shape and bytes.
   bool bitwise_equal(const Tensor& other) const;
 
-  // "Tensor[Float32](2, 3)" — a short description, never the values.
+  /// "Tensor[Float32](2, 3)" — a short description, never the values.
   std::string describe() const;
 
  private:
   void check_dtype(DType requested) const;
-  void check_host(const char* what) const;  // TypeError for a device tensor
-  void check_size(std::size_t count) const;  // count == numel(), else ValueError
+  void check_host(const char* what) const;  ///< TypeError for a device tensor
+  void check_size(std::size_t count) const;  ///< count == numel(), else ValueError
 
   std::shared_ptr<Storage> storage_;
-  std::size_t offset_ = 0;  // bytes from the start of storage_
+  std::size_t offset_ = 0;  ///< bytes from the start of storage_
   DType dtype_ = DType::kFloat32;
   Shape shape_;
   std::int64_t numel_ = 0;
 };
 
 template <typename T>
-Tensor Tensor::from_vector(Shape shape, const std::vector<T>& values) {  // host storage
+Tensor Tensor::from_vector(Shape shape, const std::vector<T>& values) {  ///< host storage
   Tensor t(DTypeOf<T>::value, std::move(shape));
   t.check_size(values.size());
   T* out = t.data<T>();

@@ -1,11 +1,12 @@
-// Values: what a ValueNode holds and what a Primitive's attributes are.
-//
-// A Value is one of: None, a scalar (Bool, Int32, Int64, Float32, Float64), a string, a DType, a
-// Tensor, a tuple of Values, a Primitive, or a FuncGraph (a graph used as a value: the callee of a
-// call, the branch of an If, the body of a While). Values are immutable and cheap to copy.
-//
-//   Value v = Value::tuple({Value::i64(2), Value::i64(2)});
-//   if (v.is_tuple()) int64_t h = v.elements()[0].as_int();
+/// \file
+/// Values: what a ValueNode holds and what a Primitive's attributes are.
+///
+/// A Value is one of: None, a scalar (Bool, Int32, Int64, Float32, Float64), a string, a DType, a
+/// Tensor, a tuple of Values, a Primitive, or a FuncGraph (a graph used as a value: the callee of a
+/// call, the branch of an If, the body of a While). Values are immutable and cheap to copy.
+///
+///   Value v = Value::tuple({Value::i64(2), Value::i64(2)});
+///   if (v.is_tuple()) int64_t h = v.elements()[0].as_int();
 #pragma once
 
 #include <cstdint>
@@ -25,7 +26,7 @@ class FuncGraph;
 class Primitive;
 using PrimitivePtr = std::shared_ptr<const Primitive>;
 
-// A typed scalar. dtype is one of Bool, Int32, Int64, Float32, Float64.
+/// A typed scalar. dtype is one of Bool, Int32, Int64, Float32, Float64.
 class Scalar {
  public:
   static Scalar boolean(bool v);
@@ -35,22 +36,22 @@ class Scalar {
   static Scalar f64(double v);
 
   DType dtype() const { return dtype_; }
-  bool as_bool() const;            // any scalar; nonzero is true
-  std::int64_t as_int() const;     // Bool or integer scalars; TypeError for floats
-  double as_double() const;        // any scalar
+  bool as_bool() const;            ///< any scalar; nonzero is true
+  std::int64_t as_int() const;     ///< Bool or integer scalars; TypeError for floats
+  double as_double() const;        ///< any scalar
   bool operator==(const Scalar& other) const;
 
  private:
   DType dtype_ = DType::kInt64;
-  std::int64_t int_ = 0;  // Bool, Int32, Int64
-  double float_ = 0;      // Float32 (exactly representable), Float64
+  std::int64_t int_ = 0;  ///< Bool, Int32, Int64
+  double float_ = 0;      ///< Float32 (exactly representable), Float64
 };
 
 class Value {
  public:
   enum class Kind { kNone, kScalar, kString, kDType, kTensor, kTuple, kPrimitive, kGraph };
 
-  Value() = default;  // None
+  Value() = default;  ///< None
   static Value none() { return Value(); }
   static Value scalar(Scalar s);
   static Value boolean(bool v) { return scalar(Scalar::boolean(v)); }
@@ -62,7 +63,7 @@ class Value {
   static Value dtype(DType d);
   static Value tensor(Tensor t);
   static Value tuple(std::vector<Value> elements);
-  static Value ints(const std::vector<std::int64_t>& values);  // a tuple of Int64 scalars
+  static Value ints(const std::vector<std::int64_t>& values);  ///< a tuple of Int64 scalars
   static Value primitive(PrimitivePtr p);
   static Value graph(FuncGraph* g);
 
@@ -76,7 +77,7 @@ class Value {
   bool is_primitive() const { return kind() == Kind::kPrimitive; }
   bool is_graph() const { return kind() == Kind::kGraph; }
 
-  // Accessors throw TypeError("Value: expected <kind>, got <kind>") on the wrong kind.
+  /// Accessors throw TypeError("Value: expected <kind>, got <kind>") on the wrong kind.
   const Scalar& as_scalar() const;
   bool as_bool() const { return as_scalar().as_bool(); }
   std::int64_t as_int() const { return as_scalar().as_int(); }
@@ -84,13 +85,13 @@ class Value {
   const std::string& as_string() const;
   DType as_dtype() const;
   const Tensor& as_tensor() const;
-  const std::vector<Value>& elements() const;  // of a tuple
-  std::vector<std::int64_t> as_ints() const;   // a tuple of integer scalars
+  const std::vector<Value>& elements() const;  ///< of a tuple
+  std::vector<std::int64_t> as_ints() const;   ///< a tuple of integer scalars
   const PrimitivePtr& as_primitive() const;
   FuncGraph* as_graph() const;
 
-  // Structural equality; tensors compare bitwise, graphs and primitives by identity of graph /
-  // by name and attributes.
+  /// Structural equality; tensors compare bitwise, graphs and primitives by identity of graph /
+  /// by name and attributes.
   bool operator==(const Value& other) const;
   bool operator!=(const Value& other) const { return !(*this == other); }
 
@@ -103,8 +104,8 @@ class Value {
       v_;
 };
 
-// An operator applied by a CNode: a name (MindSpore's primitive name: "Conv2D", "If") and its
-// attributes, ordered by name. Immutable once made; shared by every CNode that applies it.
+/// An operator applied by a CNode: a name (MindSpore's primitive name: "Conv2D", "If") and its
+/// attributes, ordered by name. Immutable once made; shared by every CNode that applies it.
 class Primitive {
  public:
   using Attrs = std::map<std::string, Value, std::less<>>;
@@ -115,7 +116,7 @@ class Primitive {
   const std::string& name() const { return name_; }
   const Attrs& attrs() const { return attrs_; }
   bool has_attr(std::string_view key) const { return attrs_.find(key) != attrs_.end(); }
-  // Throws ValueError("<name>: expected attribute '<key>'...") when absent.
+  /// Throws ValueError("<name>: expected attribute '<key>'...") when absent.
   const Value& attr(std::string_view key) const;
 
   bool operator==(const Primitive& other) const {
@@ -131,14 +132,14 @@ inline PrimitivePtr make_primitive(std::string name, Primitive::Attrs attrs = {}
   return std::make_shared<const Primitive>(std::move(name), std::move(attrs));
 }
 
-// Text helpers shared by the printers: the shortest decimal that reads back to the same float
-// ("0.1", "1e-08", "nan", "inf", "-inf"), and a double-quoted string with \" \\ \n \t escaped and
-// other bytes below 0x20 or equal to 0x7f written as \xNN.
+/// Text helpers shared by the printers: the shortest decimal that reads back to the same float
+/// ("0.1", "1e-08", "nan", "inf", "-inf"), and a double-quoted string with \" \\ \n \t escaped and
+/// other bytes below 0x20 or equal to 0x7f written as \xNN.
 std::string format_f32(float v);
 std::string format_f64(double v);
 std::string quote_string(std::string_view s);
 
-// Names of the structured control-flow primitives of the IR.
+/// Names of the structured control-flow primitives of the IR.
 inline constexpr std::string_view kIfPrim = "If";        // If(pred, @then, @else, args...)
 inline constexpr std::string_view kWhilePrim = "While";  // While(@cond, @body, init...)
 

@@ -1,6 +1,7 @@
-// verify(): checks the IR's numbered invariants (docs/ir.md "Invariants"). Runs after every pass
-// in debug and test builds. A failure throws VerifyError naming the invariant, the graph and the
-// node, with the printed IR around the offending node.
+/// \file
+/// verify(): checks the IR's numbered invariants (docs/ir.md "Invariants"). Runs after every pass
+/// in debug and test builds. A failure throws VerifyError naming the invariant, the graph and the
+/// node, with the printed IR around the offending node.
 #pragma once
 
 #include "core/ir/error.h"
@@ -11,7 +12,7 @@ class Module;
 class FuncGraph;
 
 struct VerifyOptions {
-  // After inference every node must carry an abstract, and abstracts must agree across calls.
+  /// After inference every node must carry an abstract, and abstracts must agree across calls.
   bool require_abstracts = false;
 };
 
@@ -25,7 +26,7 @@ class VerifyError : public InternalError {
   int invariant_;
 };
 
-// The entry graph and every graph reachable from it.
+/// The entry graph and every graph reachable from it.
 void verify(const Module& module, const VerifyOptions& options = {});
 void verify(const FuncGraph& graph, const VerifyOptions& options = {});
 
