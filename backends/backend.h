@@ -3,10 +3,10 @@
 /// runs a step through this interface without knowing which device it talks to; the CPU backend
 /// (backends/cpu/) is always there, others (CUDA) register themselves when they are built.
 ///
-///   Backend& b = get_backend(Device::kCPU);
-///   std::shared_ptr<Storage> s = b.allocate(1024);      // freed when the last user lets go
-///   b.copy_from_host(s->data(), host_data, 1024);
-///   const KernelDef* k = b.kernels().find("ReLU", DType::kFloat32);
+///     Backend& b = get_backend(Device::kCPU);
+///     std::shared_ptr<Storage> s = b.allocate(1024);      // freed when the last user lets go
+///     b.copy_from_host(s->data(), host_data, 1024);
+///     const KernelDef* k = b.kernels().find("ReLU", DType::kFloat32);
 #pragma once
 
 #include <cstddef>
@@ -27,6 +27,8 @@ namespace loom::backend {
 class RecordedWork {
  public:
   virtual ~RecordedWork() = default;
+  /// Runs the recorded work once more, as one launch on the same memory, ordered with the work
+  /// queued on the backend's context().
   virtual void replay() = 0;
 };
 
@@ -45,11 +47,14 @@ class Uploader {
   virtual std::vector<Tensor> upload(std::span<const Tensor> host) = 0;
 };
 
+/// One device's backend: its memory, copies, execution context and kernels.
 class Backend {
  public:
   virtual ~Backend() = default;
 
+  /// The device this backend runs on.
   virtual Device device() const = 0;
+  /// The device's name ("CPU", "CUDA").
   std::string_view name() const { return device_name(device()); }
 
   /// At least `bytes` bytes on this device, aligned to 64 bytes, released when the storage goes;
@@ -59,10 +64,12 @@ class Backend {
 
   /// Copies between host memory and this backend's memory, and within the backend; fills with
   /// zero bytes. Ordered with the kernels launched on context() (a GPU backend queues them).
+  ///@{
   virtual void copy_from_host(void* dst, const void* host_src, std::size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, std::size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void fill_zero(void* dst, std::size_t bytes) = 0;
+  ///@}
 
   /// What this backend's kernels receive (CPU: the thread pool).
   virtual ExecutionContext& context() = 0;
@@ -90,7 +97,9 @@ class Backend {
   /// This backend's kernels. Rooms that bring kernels of their own (parallel/ adds the
   /// communication kernels at init) add them through kernels_mutable() before compiling.
   const KernelRegistry& kernels() const { return kernels_; }
+  /// This backend's kernels, for adding to (see kernels()).
   KernelRegistry& kernels_mutable() { return kernels_; }
+  /// The kernel of (op, dtype), or null when this backend has none.
   const KernelDef* find_kernel(std::string_view op, DType dtype) const {
     return kernels_.find(op, dtype);
   }
@@ -110,7 +119,7 @@ class Backend {
   virtual std::string describe() const = 0;
 
  protected:
-  KernelRegistry kernels_;
+  KernelRegistry kernels_;  ///< this backend's kernels (kernels(), kernels_mutable())
 };
 
 /// The host backend: 64-byte aligned allocations, memcpy copies, the global thread pool.
@@ -118,8 +127,8 @@ Backend& cpu_backend();
 
 /// The backend of `device` when this build and machine have it, else null.
 Backend* find_backend(Device device);
-/// The backend of `device`; ValueError ("CUDA: this build of loom has no CUDA backend", or the
-/// backend's own reason) when there is none.
+/// The backend of `device`; throws ValueError naming the device and the reason when there is
+/// none ("this build of loom has no CUDA backend ...", or the CUDA backend's own reason).
 Backend& get_backend(Device device);
 /// Makes `backend` findable (a backend library calls it once, when first used). Replaces an
 /// earlier registration of the same device.
@@ -143,6 +152,8 @@ bool reuse_or_allocate(std::shared_ptr<Storage>& slot, std::size_t bytes, Backen
 /// on the device pass through.
 class BatchMover {
  public:
+  /// `batch` on `backend`'s device: through the Uploader when every tensor is on the host and
+  /// `backend` is not the CPU's and has one, else tensor by tensor with to_device.
   std::vector<Tensor> operator()(Backend& backend, std::span<const Tensor> batch);
 
  private:
@@ -155,6 +166,9 @@ class BatchMover {
 /// `exec` replaces the backend's context (a test's CPU context with a pool of its own).
 class PreparedKernel {
  public:
+  /// Runs `def`'s prepare step (if any) for `prim` with these input and output types and
+  /// allocates its workspace on `backend`; `exec` null: the backend's context(). `def` and `prim`
+  /// must outlive this object.
   PreparedKernel(const KernelDef& def, const ir::Primitive& prim,
                  std::vector<TensorType> inputs, std::vector<TensorType> outputs,
                  Backend& backend, ExecutionContext* exec = nullptr);

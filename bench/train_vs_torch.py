@@ -8,13 +8,26 @@
     /usr/bin/python3 bench/train_vs_torch.py --loom build/bin/loom_bench_train \
         --model resnet50 --batch 8           # ImageNet layout, 3x224x224, 1000 classes
 
-For each batch size: loom (build/bin/loom_bench_train, one process) and PyTorch (this process,
-Debian's python3-torch) train the same network definition with Momentum (lr 0.01, momentum 0.9)
-and softmax cross-entropy on one fixed random batch held in memory, `threads` threads each;
-after warm-up steps, `repeats` timed runs of `steps` steps. Prints images/s per run, the median
-and spread (max/min) of each, the peak RSS of each process, and last the ratios loom / PyTorch of
-the medians and of the peak RSS. PyTorch runs in a child process of its own (this script with
---worker), so each peak RSS is that of one framework training one model at one batch size.
+For each batch size: loom (build/bin/loom_bench_train, one process) and PyTorch (Debian's
+python3-torch) train the same network definition with Momentum (lr 0.01, momentum 0.9) and
+softmax cross-entropy on one fixed random batch held in memory, `threads` threads each; after
+warm-up steps, `repeats` timed runs of `steps` steps. The runs are interleaved (loom, PyTorch,
+loom, PyTorch, ...), each in a fresh process, so drifts of the machine hit both alike and each peak
+RSS is that of one framework training one model at one batch size. Prints images/s per run, the
+median and spread (max/min) of each, the peak RSS, and last the ratios loom / PyTorch of the
+medians and of the peak RSS.
+
+PyTorch is configured as a user who tunes it would: its OpenBLAS on the kernel that loom's own
+OpenBLAS uses on this processor (OPENBLAS_CORETYPE, read from `loom info`: Debian's OpenBLAS
+misdetects some AVX-512 processors and falls back to SSE3 kernels) and OPENBLAS_NUM_THREADS=1
+(PyTorch's intra-op threads do the parallel work: torch.set_num_threads(threads)). The worker
+reports the kernel its OpenBLAS really runs, and the header prints the processor and every
+framework's configuration once.
+
+MindSpore 2.10 (the venv tests/mindspore_venv.sh makes; --mindspore off to leave it out) is a third
+column for LeNet and ResNet-18: bench/ms_worker.py, graph mode on the CPU with its default
+settings and runtime_num_threads=threads. Its ResNet-18 step takes about a minute on 2 cores, so
+it gets one run of --ms-steps steps (default 2 after 1 warm-up) within --ms-budget seconds.
 
 The ResNets are models/resnet/resnet.cc's (MindSpore's model zoo): the same blocks, channel
 counts and BatchNorm eps / momentum (MindSpore's momentum m is PyTorch's 1 - m), and
@@ -24,8 +37,10 @@ the stem's 3x3 stride-2 max-pool is "same" too, padding with -inf). Their optimi
 recipe's: Momentum 0.9 with weight decay 1e-4 (LeNet: none).
 """
 import argparse
+import ctypes
 import json
 import math
+import os
 import resource
 import subprocess
 import sys
@@ -210,16 +225,77 @@ def torch_run(model, batch, steps, warmup, repeats, threads):
         for _ in range(steps):
             step()
         rates.append(batch * steps / (time.perf_counter() - t0))
-    return {"framework": "torch", "images_per_s": rates, "peak_rss_mib": peak_rss_mib()}
+    return {"framework": "torch", "images_per_s": rates, "peak_rss_mib": peak_rss_mib(),
+            "blas_core": blas_core_in_process(), "threads": torch.get_num_threads()}
 
 
-def torch_in_child(model, batch, steps, warmup, repeats, threads):
-    """torch_run in a fresh process (its own peak RSS)."""
+def blas_core_in_process():
+    """The kernel of the OpenBLAS that this process has loaded (PyTorch's BLAS), or why none."""
+    with open("/proc/self/maps") as f:
+        paths = {line.split()[-1] for line in f if "blas" in line and line.split()[-1].startswith("/")}
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            return lib.openblas_get_corename().decode()
+        except (OSError, AttributeError):
+            continue
+    return "no OpenBLAS loaded (" + ", ".join(sorted(paths)) + ")"
+
+
+def torch_in_child(model, batch, steps, warmup, repeats, threads, env):
+    """torch_run in a fresh process (its own peak RSS) with the environment `env`."""
     out = subprocess.run(
         [sys.executable, __file__, "--worker", "--model", model, "--batch", str(batch), "--steps",
          str(steps), "--warmup", str(warmup), "--repeats", str(repeats), "--threads",
-         str(threads)], check=True, capture_output=True, text=True).stdout
+         str(threads)], check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def ms_in_child(python, model, batch, steps, warmup, threads, budget):
+    """bench/ms_worker.py with the MindSpore venv's Python; None when it fails (printed)."""
+    worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ms_worker.py")
+    p = subprocess.run(
+        [python, worker, "--model", model, "--batch", str(batch), "--steps", str(steps),
+         "--warmup", str(warmup), "--threads", str(threads), "--budget", str(budget)],
+        capture_output=True, text=True, env=dict(os.environ, GLOG_v="3"))
+    if p.returncode != 0:
+        print(f"mindspore run failed (exit {p.returncode}): {p.stderr.strip().splitlines()[-3:]}")
+        return None
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def mindspore_python(mode):
+    """The MindSpore venv's python (made by tests/mindspore_venv.sh if missing), or None."""
+    if mode == "off":
+        return None
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = subprocess.run(["bash", "-c", '. "$1/tests/mindspore_venv.sh" >&2 && echo "$venv"', "-",
+                        root], capture_output=True, text=True)
+    if p.returncode != 0:
+        msg = (p.stdout + p.stderr).strip().splitlines()
+        print(f"mindspore: no venv ({msg[-1] if msg else p.returncode})")
+        if mode == "on":
+            sys.exit(1)
+        return None
+    return os.path.join(p.stdout.strip().splitlines()[-1], "bin", "python")
+
+
+def processor_name():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown processor"
+
+
+def loom_info(bench_binary):
+    """`loom info` of the build that made bench_binary, as a dict of its "key: value" lines."""
+    loom = os.path.join(os.path.dirname(os.path.abspath(bench_binary)), "loom")
+    out = subprocess.run([loom, "info"], check=True, capture_output=True, text=True).stdout
+    info = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+    info["version"] = out.splitlines()[0].split()[-1]  # "loom 0.2.0"
+    return info
 
 
 def loom_run(binary, model, batch, steps, warmup, repeats, threads):
@@ -247,6 +323,12 @@ def main():
     ap.add_argument("--warmup", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--mindspore", default="auto", choices=["auto", "on", "off"],
+                    help="MindSpore 2.10 as a third column for lenet and resnet18 (auto: when its "
+                         "venv can be made)")
+    ap.add_argument("--ms-steps", type=int, default=2, help="MindSpore ResNet-18: steps timed")
+    ap.add_argument("--ms-budget", type=float, default=240.0,
+                    help="MindSpore: seconds of timed steps at most per run")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     default_steps, default_warmup = MODELS[a.model][5], MODELS[a.model][6]
@@ -256,8 +338,22 @@ def main():
         print(json.dumps(torch_run(a.model, a.batch[0], steps0, warmup, a.repeats, a.threads)))
         return 0
     batches = a.batch or {"lenet": [32, 256], "resnet18": [32], "resnet50": [8]}[a.model]
-    print(f"torch {torch.__version__}, {a.threads} threads, model {a.model}, {steps0} steps x "
-          f"{a.repeats} runs per figure")
+    info = loom_info(a.loom)
+    core = info.get("BLAS kernel", "")
+    torch_env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    if core:
+        torch_env["OPENBLAS_CORETYPE"] = core
+    ms_python = mindspore_python(a.mindspore) if a.model in ("lenet", "resnet18") else None
+    print(f"processor: {processor_name()}, {os.cpu_count()} hardware threads")
+    print(f"loom {info['version']}: {a.threads} threads, BLAS {info.get('BLAS', '?')} "
+          f"kernel {core or '?'}; convolutions: {info.get('convolutions', '?')}")
+    print(f"torch {torch.__version__}: torch.set_num_threads({a.threads}), "
+          f"OPENBLAS_CORETYPE={torch_env.get('OPENBLAS_CORETYPE', '(unset)')} "
+          f"OPENBLAS_NUM_THREADS=1, oneDNN {'on' if torch.backends.mkldnn.is_available() else 'off'}")
+    if ms_python:
+        print(f"mindspore (venv {os.path.dirname(os.path.dirname(ms_python))}): graph mode, CPU, "
+              f"runtime_num_threads={a.threads}")
+    print(f"model {a.model}, {steps0} steps x {a.repeats} runs per figure, interleaved")
     ratios = []
     for batch in batches:
         steps = max(10, steps0 * 32 // batch) if batch > 32 and a.model == "lenet" else steps0
@@ -275,19 +371,44 @@ def main():
                   f"  median {median(li):.1f}  peak RSS {l_runs[-1]['peak_rss_mib']:.0f} MiB")
             print(f"ratio after/before, {a.model} batch {batch}: images/s "
                   f"{median(li) / median(bi):.3f}")
-        lo = loom_run(a.loom, a.model, batch, steps, warmup, a.repeats, a.threads)
-        pt = torch_in_child(a.model, batch, steps, warmup, a.repeats, a.threads)
-        lm, pm = lo["median"], median(pt["images_per_s"])
-        pr = pt["images_per_s"]
-        print(f"batch {batch:4d}  loom  images/s {', '.join(f'{r:.1f}' for r in lo['images_per_s'])}"
-              f"  median {lm:.1f} spread {lo['spread']:.2f}  compile {lo['compile_ms']:.1f} ms"
-              f"  peak RSS {lo['peak_rss_mib']:.0f} MiB")
+        lo_runs, pt_runs, ms_runs = [], [], []
+        for r in range(a.repeats):
+            lo_runs.append(loom_run(a.loom, a.model, batch, steps, warmup, 1, a.threads))
+            pt_runs.append(torch_in_child(a.model, batch, steps, warmup, 1, a.threads, torch_env))
+            if ms_python and (a.model == "lenet" or r == 0):
+                ms_steps = steps if a.model == "lenet" else a.ms_steps
+                ms_warm = warmup if a.model == "lenet" else 1
+                got = ms_in_child(ms_python, a.model, batch, ms_steps, ms_warm, a.threads,
+                                  a.ms_budget)
+                if got:
+                    ms_runs.append(got)
+        li = [r["images_per_s"][0] for r in lo_runs]
+        pr = [r["images_per_s"][0] for r in pt_runs]
+        lm, pm = median(li), median(pr)
+        lo_rss = max(r["peak_rss_mib"] for r in lo_runs)
+        pt_rss = max(r["peak_rss_mib"] for r in pt_runs)
+        print(f"batch {batch:4d}  loom  images/s {', '.join(f'{r:.1f}' for r in li)}"
+              f"  median {lm:.1f} spread {max(li) / min(li):.2f}"
+              f"  compile {lo_runs[0]['compile_ms']:.1f} ms  peak RSS {lo_rss:.0f} MiB")
         print(f"batch {batch:4d}  torch images/s {', '.join(f'{r:.1f}' for r in pr)}"
               f"  median {pm:.1f} spread {max(pr) / min(pr):.2f}"
-              f"  peak RSS {pt['peak_rss_mib']:.0f} MiB")
-        ratios.append((batch, lm / pm, lo["peak_rss_mib"] / pt["peak_rss_mib"]))
-    for batch, r, m in ratios:
-        print(f"ratio loom/torch, {a.model} batch {batch}: images/s {r:.2f}, peak RSS {m:.2f}")
+              f"  peak RSS {pt_rss:.0f} MiB  (its OpenBLAS kernel: {pt_runs[0]['blas_core']},"
+              f" {pt_runs[0]['threads']} threads)")
+        mm = None
+        if ms_runs:
+            mi = [r["images_per_s"][0] for r in ms_runs]
+            mm = median(mi)
+            print(f"batch {batch:4d}  mindspore {ms_runs[0]['version']} images/s "
+                  f"{', '.join(f'{r:.2f}' for r in mi)}  median {mm:.2f}"
+                  f"  ({ms_runs[0]['steps_timed']} steps timed per run, first compile and warm-up "
+                  f"{ms_runs[0]['warmup_s']:.1f} s)  peak RSS "
+                  f"{max(r['peak_rss_mib'] for r in ms_runs):.0f} MiB")
+        ratios.append((batch, lm / pm, lo_rss / pt_rss, lm / mm if mm else None))
+    for batch, r, m, rm in ratios:
+        line = f"ratio loom/torch, {a.model} batch {batch}: images/s {r:.2f}, peak RSS {m:.2f}"
+        if rm is not None:
+            line += f"; loom/mindspore images/s {rm:.1f}"
+        print(line)
     return 0
 
 

@@ -2,9 +2,9 @@
 /// MindSpore-compatible checkpoints (.ckpt). Layout: docs/formats.md (MindSpore's checkpoint
 /// protobuf); design: docs/design.md "checkpoint/".
 ///
-///   checkpoint::save_checkpoint(net, "lenet.ckpt");
-///   checkpoint::Checkpoint ck = checkpoint::load_checkpoint("lenet.ckpt");
-///   auto [param_not_load, ckpt_not_load] = checkpoint::load_param_into_net(net, ck.tensors);
+///     checkpoint::save_checkpoint(net, "lenet.ckpt");
+///     checkpoint::Checkpoint ck = checkpoint::load_checkpoint("lenet.ckpt");
+///     auto [param_not_load, ckpt_not_load] = checkpoint::load_param_into_net(net, ck.tensors);
 ///
 /// Writing: one serialized Checkpoint message per Value, concatenated, in the order given; a tensor
 /// over `chunk_bytes` (MindSpore: 512 MiB) is cut into raw byte slices written as adjacent Values
@@ -37,20 +37,23 @@ class Cell;
 
 namespace loom::checkpoint {
 
+/// Tensors by name (tag), in order.
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 /// What a checkpoint holds, in file order: tensors, and string values (MindSpore's append_dict
 /// strings), each by tag.
 struct Checkpoint {
-  NamedTensors tensors;
+  NamedTensors tensors;  ///< the tensors, by tag
   std::vector<std::pair<std::string, std::string>> strings;  ///< UTF-8
 
   /// The tensor with this tag, or null.
   const Tensor* find(const std::string& name) const;
 };
 
+/// MindSpore's chunk size, 512 MiB: SaveOptions::chunk_bytes's default.
 inline constexpr std::int64_t kDefaultChunkBytes = std::int64_t{512} << 20;
 
+/// The options of save_checkpoint and serialize_checkpoint.
 struct SaveOptions {
   std::int64_t chunk_bytes = kDefaultChunkBytes;  ///< the largest tensor_content of one Value
   /// Append MindSpore 2.3+'s CRC trailer ("crc_num" + 10-byte big-endian zlib CRC-32). Readers
@@ -58,21 +61,25 @@ struct SaveOptions {
   bool crc = false;
 };
 
-/// Returns the path written (with ".ckpt" appended when missing). Throws ValueError on an empty
-/// or repeated name or a tensor not in host memory (backend::to_host first; the Cell overload and
-/// checkpoint::training_state copy device parameters themselves), FormatError (with errno text)
-/// when the file cannot be written; on any error the previous file at `path` is untouched.
+/// Writes `ck`, `tensors` (in the order given) or every parameter of `cell` (parameters_and_names
+/// order) to `path`. Returns the path written (with ".ckpt" appended when missing). Throws
+/// ValueError on an empty or repeated name or a tensor not in host memory (backend::to_host
+/// first; the Cell overload and checkpoint::training_state copy device parameters themselves),
+/// FormatError (with errno text) when the file cannot be written; on any error the previous file
+/// at `path` is untouched.
+///@{
 std::string save_checkpoint(const Checkpoint& ck, const std::string& path,
                             const SaveOptions& options = {});
 std::string save_checkpoint(const NamedTensors& tensors, const std::string& path,
                             const SaveOptions& options = {});
-/// Every parameter of the cell (parameters_and_names order).
 std::string save_checkpoint(nn::Cell& cell, const std::string& path,
                             const SaveOptions& options = {});
+///@}
 
 /// The bytes save_checkpoint writes (for in-memory use and tests).
 std::string serialize_checkpoint(const Checkpoint& ck, const SaveOptions& options = {});
 
+/// The options of load_checkpoint and parse_checkpoint.
 struct LoadOptions {
   bool crc_check = false;  ///< verify the CRC trailer when present (it is stripped either way)
 };

@@ -2,13 +2,14 @@
 /// Checkpoints of a training run: MindSpore's ModelCheckpoint callback, the newest-checkpoint
 /// lookup, and exact resume.
 ///
-///   checkpoint::ModelCheckpoint ckpt("lenet", "ckpt", {.save_checkpoint_steps = 1875});
-///   model.train(10, train_ds, {&ckpt});
-///   ...
-///   // Later, in a new process, with the same seed_all and the same network and dataset:
-///   checkpoint::ResumePoint r =
-///       checkpoint::restore_training_state(model, checkpoint::load_checkpoint(*latest));
-///   model.train(10, train_ds, callbacks, {.initial_epoch = r.epoch, .start = {r.epoch, r.index}});
+///     checkpoint::ModelCheckpoint ckpt("lenet", "ckpt", {.save_checkpoint_steps = 1875});
+///     model.train(10, train_ds, {&ckpt});
+///     ...
+///     // Later, in a new process, with the same seed_all and the same network and dataset:
+///     checkpoint::ResumePoint r =
+///         checkpoint::restore_training_state(model, checkpoint::load_checkpoint(*latest));
+///     model.train(10, train_ds, callbacks,
+///                 {.initial_epoch = r.epoch, .start = {r.epoch, r.index}});
 ///
 /// A training checkpoint holds, in this order:
 ///   - every parameter of the network (parameters_and_names: weights, BatchNorm's moving
@@ -45,6 +46,7 @@ namespace loom::checkpoint {
 /// The state of a run at the end of the step described by `rc` (its network and train_network).
 Checkpoint training_state(const nn::RunContext& rc);
 
+/// Where a restored run goes on: restore_training_state's result.
 struct ResumePoint {
   std::int64_t epoch = 0;        ///< 0-based epoch of the next batch (TrainOptions::initial_epoch)
   std::int64_t index = 0;        ///< its index in that epoch
@@ -58,6 +60,7 @@ struct ResumePoint {
 /// learning rate is not restored: the run's own (a schedule computes it from the step).
 ResumePoint restore_training_state(nn::Model& model, const Checkpoint& ck);
 
+/// When ModelCheckpoint saves and how many files it keeps.
 struct CheckpointConfig {
   std::int64_t save_checkpoint_steps = 1;  ///< save every N global steps (0: only at the end)
   std::int64_t keep_checkpoint_max = 5;    ///< keep the newest N files of this run (0: all)
@@ -71,11 +74,17 @@ struct CheckpointConfig {
 /// keep_checkpoint_max, the oldest file this callback wrote is removed.
 class ModelCheckpoint : public nn::Callback {
  public:
+  /// Creates `directory` ("" = ".") when missing. Throws ValueError for an empty prefix or one
+  /// with '/', a negative save_checkpoint_steps or keep_checkpoint_max, or a directory that
+  /// cannot be created.
   explicit ModelCheckpoint(std::string prefix = "CKP", std::string directory = ".",
                            CheckpointConfig config = {});
+  /// Saves when the global step is a multiple of save_checkpoint_steps.
   void on_train_step_end(nn::RunContext& rc) override;
+  /// Saves the final state unless that step was just saved.
   void on_train_end(nn::RunContext& rc) override;
 
+  /// The prefix in use: the one given, or "<prefix>_<n>" when that was taken (see above).
   const std::string& prefix() const { return prefix_; }
   /// The last file written ("" before the first).
   const std::string& latest() const { return latest_; }

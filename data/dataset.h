@@ -2,14 +2,14 @@
 /// The data pipeline: sources, MindSpore's dataset stages, and a prefetching iterator.
 /// Design: docs/design.md, "data/".
 ///
-///   seed_all(1);
-///   auto train = data::MnistDataset(data::fashion_mnist_dir(""), "train")
-///                    ->map({data::Pad({2}), data::Rescale(1.0 / 255, 0),
-///                           data::Normalize({0.2860}, {0.3530}), data::HWC2CHW()}, "image")
-///                    ->shuffle()
-///                    ->batch(32, /*drop_remainder=*/true);
-///   data::Iterator it(train, {.num_epochs = 1});
-///   while (std::optional<data::Row> row = it.next()) { ... (*row)[0] images, (*row)[1] labels }
+///     seed_all(1);
+///     auto train = data::MnistDataset(data::fashion_mnist_dir(""), "train")
+///                      ->map({data::Pad({2}), data::Rescale(1.0 / 255, 0),
+///                             data::Normalize({0.2860}, {0.3530}), data::HWC2CHW()}, "image")
+///                      ->shuffle()
+///                      ->batch(32, true);  // drop_remainder
+///     data::Iterator it(train, {.num_epochs = 1});
+///     while (std::optional<data::Row> row = it.next()) { ... (*row)[0] images, (*row)[1] labels }
 ///
 /// Every stage is RANDOM ACCESS and PURE: get(epoch, i) is a function of (epoch, i) and of the
 /// global seed in force when the stage was made (core/random/random.h), never of the order in which
@@ -22,9 +22,10 @@
 ///     Exactly: op k of a map draws RandomStream(seed, id, ((epoch << 32) + i) * 64), i.e. 64
 ///     words reserved per row (rows < 2^32, epochs < 2^26); shuffle draws Fisher-Yates' n - 1
 ///     indices from RandomStream(seed, id, epoch << 34), two words (one 64-bit draw) each.
-/// Stage ids are stable: stream_id("data/<stage kind>/<depth>[/<op index>]") ("data/map/1/0",
-/// "data/shuffle/2"), depth = the number
-/// of stages below (a source is depth 0), so the same pipeline built again draws the same numbers.
+///
+/// Stage ids are stable: `stream_id("data/<stage kind>/<depth>[/<op index>]")` ("data/map/1/0",
+/// "data/shuffle/2"), depth = the number of stages below (a source is depth 0), so the same
+/// pipeline built again draws the same numbers.
 ///
 /// "epoch" as seen by a stage is the epoch number its consumer passes down: repeat(n) passes
 /// epoch * n + k for the k-th repetition, so a shuffle below a repeat draws a new permutation for
@@ -49,9 +50,11 @@ class RandomStream;
 
 namespace loom::data {
 
+/// One row: a tensor per column, in column order.
 using Row = std::vector<Tensor>;
 
 class Dataset;
+/// A dataset (a source or a stage), shared and immutable.
 using DatasetPtr = std::shared_ptr<const Dataset>;
 
 /// One per-sample operation of map(). Input and output are one column's tensor (images in HWC
@@ -59,12 +62,14 @@ using DatasetPtr = std::shared_ptr<const Dataset>;
 class Transform {
  public:
   virtual ~Transform() = default;
+  /// The transform's name, as MindSpore's ("Rescale", "Pad"), for descriptions and errors.
   virtual std::string name() const = 0;
   /// Words of randomness apply() draws per row (0 for a deterministic transform); at most 64.
   virtual int random_words() const { return 0; }
   /// `rng` is null for a deterministic transform, else a stream positioned for this row.
   virtual Tensor apply(const Tensor& x, random::RandomStream* rng) const = 0;
 };
+/// A transform, shared and immutable.
 using TransformPtr = std::shared_ptr<const Transform>;
 
 /// MindSpore's vision / transforms ops. Images are HWC (H, W, C) or HW (H, W) tensors.
@@ -88,6 +93,8 @@ TransformPtr HWC2CHW();
 /// TypeCast to dtype (values converted as static_cast does; Float → UInt8 saturates).
 TransformPtr TypeCast(DType dtype);
 
+/// A source or a stage of the pipeline: rows by (epoch, index), random access and pure
+/// (data/dataset.h).
 class Dataset : public std::enable_shared_from_this<Dataset> {
  public:
   virtual ~Dataset() = default;
@@ -96,6 +103,7 @@ class Dataset : public std::enable_shared_from_this<Dataset> {
   virtual std::int64_t size() const = 0;
   /// Row i (0 <= i < size()) of `epoch`. Thread-safe. IndexError-like ValueError outside.
   virtual Row get(std::int64_t epoch, std::int64_t i) const = 0;
+  /// The names of the columns, in row order.
   virtual std::vector<std::string> column_names() const = 0;
   /// A short description of the stage for errors ("batch(32)", "MnistDataset(train)").
   virtual std::string describe() const = 0;
@@ -146,13 +154,15 @@ Tensor read_idx(const std::string& path);
 
 // ---------------------------------------------------------------------------------------------
 
+/// A place in the stream of rows: an epoch and the index of the next row in it.
 struct Position {
-  std::int64_t epoch = 0;
+  std::int64_t epoch = 0;  ///< the epoch (from 0)
   std::int64_t index = 0;  ///< the next row of that epoch
 };
 
+/// How an Iterator walks its dataset.
 struct IteratorOptions {
-  /// Epochs are numbered from 0 whatever `start` is: the iterator yields epochs start.epoch ..
+  /// Epochs are numbered from 0 whatever `start` is: the iterator yields epochs start.epoch to
   /// num_epochs - 1, so a resumed run passes the same num_epochs as the original one.
   std::int64_t num_epochs = 1;
   int num_workers = 1;       ///< background threads computing rows (0: on the caller's thread)
@@ -165,6 +175,8 @@ struct IteratorOptions {
 /// rethrown by the next() that would return that row. The destructor stops the workers.
 class Iterator {
  public:
+  /// Starts the workers over `dataset`. Throws ValueError for a null dataset, num_epochs < 0,
+  /// num_workers < 0, prefetch < 1, or a start position outside the dataset.
   Iterator(DatasetPtr dataset, IteratorOptions options = {});
   ~Iterator();
   Iterator(const Iterator&) = delete;
@@ -178,6 +190,7 @@ class Iterator {
   /// Seconds next() spent blocked waiting for a row not ready yet (the data wait), measured
   /// with steady_clock. With num_workers 0 it is the time next() spent computing rows.
   double wait_seconds() const;
+  /// The dataset's rows in one epoch (its size()).
   std::int64_t rows_per_epoch() const;
 
  private:

@@ -232,8 +232,8 @@ Accuracy accuracy_of(const TensorMetrics& m, std::int64_t numel) {
   return Accuracy::kYes;
 }
 
-TensorStats tensor_stats(const std::vector<double>& v) {
-  TensorStats s;
+SideStats side_stats(const std::vector<double>& v) {
+  SideStats s;
   if (v.empty() || std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); })) {
     s.max = s.min = s.mean = s.l2norm = kNaN;
     return s;
@@ -389,8 +389,8 @@ CompareResult compare_dumps(const DumpDir& a, const DumpDir& b, const CompareOpt
     row.a_shape = ta.shape();
     row.b_shape = tb.shape();
     const std::vector<double> va = ta.to_doubles(), vb = tb.to_doubles();
-    row.a_stats = tensor_stats(va);
-    row.b_stats = tensor_stats(vb);
+    row.a_stats = side_stats(va);
+    row.b_stats = side_stats(vb);
     if (row.a_shape != row.b_shape) {
       row.accuracy = Accuracy::kUnmatched;
       row.message = "shape " + shape_to_string(row.a_shape) + " vs " +

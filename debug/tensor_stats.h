@@ -1,5 +1,5 @@
 /// \file
-/// Statistics of a host tensor, in double: what statistic.csv, --check-numerics and the
+/// Statistics of a host tensor, in double: what statistic.csv, `--check-numerics` and the
 /// watchpoints report. NaN values count as nan and are left out of max, min, mean and the L2
 /// norm; infinities count as neg_inf / pos_inf and are included in max and min (a tensor with
 /// +Inf has max inf) but left out of mean, abs_mean and the L2 norm.
@@ -19,17 +19,26 @@
 
 namespace loom::debug {
 
+/// The statistics of one tensor, as tensor_stats() computes them.
 struct TensorStats {
   std::int64_t count = 0;     ///< elements
+  /// NaN, -Inf and +Inf elements (nan, neg_inf, pos_inf); 0 for integer and Bool tensors.
+  ///@{
   std::int64_t nan = 0, neg_inf = 0, pos_inf = 0;
-  std::int64_t negative = 0;  ///< < 0 (MindSpore's "negative zero count")
-  std::int64_t positive = 0;  ///< > 0 ("positive zero count")
-  std::int64_t zero = 0;      ///< == 0
-  double max = 0, min = 0;    ///< NaN when every element is NaN (or there is none)
+  ///@}
+  std::int64_t negative = 0;  ///< elements < 0 (MindSpore's "negative zero count")
+  std::int64_t positive = 0;  ///< elements > 0 ("positive zero count")
+  std::int64_t zero = 0;      ///< elements == 0
+  /// The largest and smallest element (max, min); NaN when every element is NaN (or there is
+  /// none).
+  ///@{
+  double max = 0, min = 0;
+  ///@}
   double mean = 0;            ///< over the finite elements; NaN when there is none
   double abs_mean = 0;        ///< mean of |x| over the finite elements
   double l2norm = 0;          ///< over the finite elements
 
+  /// The NaN and ±Inf elements: nan + neg_inf + pos_inf.
   std::int64_t non_finite() const { return nan + neg_inf + pos_inf; }
 };
 

@@ -4,9 +4,10 @@
 /// ("lenet", "resnet18"...). `loom train <name>`, `loom eval <name>` and `loom export <name>`
 /// look recipes up here, so a new model needs no change in tools/.
 ///
-///   const models::Recipe& r = models::recipe("resnet18");
-///   auto net = r.make_network({.dataset = "fashion-mnist"});   // 10 classes, the dataset's
-///   data::DatasetPtr train = r.make_train_dataset({.dataset = "fashion-mnist", .batch_size = 32});
+///     const models::Recipe& r = models::recipe("resnet18");
+///     auto net = r.make_network({.dataset = "fashion-mnist"});   // 10 classes, the dataset's
+///     data::DatasetPtr train =
+///         r.make_train_dataset({.dataset = "fashion-mnist", .batch_size = 32});
 #pragma once
 
 #include <cstdint>
@@ -22,18 +23,21 @@
 
 namespace loom::models {
 
+/// What Recipe::make_network builds a network for.
 struct NetworkOptions {
-  /// "fashion-mnist", "cifar10", "fake-imagenet" (decides channels, classes, layout)
+  /// "fashion-mnist", "cifar10", "fake-imagenet" (decides channels, classes, layout); "" = the
+  /// recipe's default
   std::string dataset;
   /// Unset: the dataset's class count (10; fake-imagenet: 1000).
   std::optional<std::int64_t> num_classes;
 };
 
+/// What Recipe::make_train_dataset and Recipe::make_test_dataset read.
 struct DatasetOptions {
   std::string dataset;        ///< as above; "" = the recipe's default
   /// "" = the dataset's default location (fashion-mnist: the package); fake-imagenet takes none
   std::string data_dir;
-  std::int64_t batch_size = 32;
+  std::int64_t batch_size = 32;  ///< rows per batch (per rank with num_shards > 1)
   std::int64_t num_samples = 0;  ///< > 0: only the first num_samples rows (take), for short runs
   /// Data parallelism (parallel/parallel.h): this process reads shard shard_id of num_shards.
   /// batch_size is then the per-rank (local) batch. Training: source → shuffle (the same
@@ -41,13 +45,17 @@ struct DatasetOptions {
   /// batch, so the num_shards local batches b together are the global batch b of one process
   /// reading num_shards·batch_size rows. Test: shard without the wrapped-around rows (every test
   /// row read by exactly one rank; the ranks' metrics are summed by the caller).
+  ///@{
   std::int64_t num_shards = 1;
   std::int64_t shard_id = 0;
+  ///@}
 };
 
+/// A recipe's training defaults: what `loom train` uses unless its options say otherwise.
 struct TrainDefaults {
-  std::string dataset = "fashion-mnist";
-  std::int64_t epochs = 5;
+  std::string dataset = "fashion-mnist";  ///< the dataset trained on
+  std::int64_t epochs = 5;                ///< the number of epochs
+  /// the global batch size (divided among the ranks under data parallelism)
   std::int64_t batch_size = 32;
   nn::OptimizerSpec optimizer;  ///< learning rate, momentum, weight decay
   /// Learning rate per step given (step, steps per epoch, epochs); empty = constant
@@ -56,11 +64,13 @@ struct TrainDefaults {
       learning_rate;
 };
 
+/// A model of the zoo: its network, datasets and training defaults, under its command-line name.
 struct Recipe {
   std::string name;         ///< "lenet"
   std::string description;  ///< one line for `loom train --help`
   std::vector<std::string> datasets;  ///< the datasets it can train on, default first
-  TrainDefaults defaults;
+  TrainDefaults defaults;             ///< the training defaults
+  /// A new network for a dataset; ValueError for a dataset the model does not take.
   std::function<std::shared_ptr<nn::Cell>(const NetworkOptions&)> make_network;
   /// Shape of one input batch's sample, (C, H, W), for a dataset (export, summaries).
   std::function<Shape(const std::string& dataset)> input_shape;

@@ -20,6 +20,7 @@ namespace loom::nn {
 class Cell;
 class TrainOneStepCell;
 
+/// Where training or evaluation is, as the callbacks see it (MindSpore's RunContext).
 /// Model::train fills it before each hook. On a resumed run (TrainOptions) the counters continue
 /// from the resume point: at on_train_begin cur_epoch_num is the epochs already done (0 on a fresh
 /// run) and cur_step_num the steps already done; at on_train_epoch_begin step_in_epoch is the
@@ -34,7 +35,7 @@ struct RunContext {
   Tensor data;                     ///< the current batch's input (column 0), from step begin on
   /// The last step's loss (MindSpore's net_outputs), on the step's device: backend::to_host
   /// reads it (on a GPU that waits for the step; Model::train itself reads a device's losses 64
-  /// steps at a time).
+  /// steps at a time). In Model::eval, the last batch's loss, in host memory.
   Tensor loss;
   double step_seconds = 0;         ///< the last step's time in TrainOneStepCell::step
   double data_wait_seconds = 0;    ///< the last step's wait on the data iterator
@@ -43,23 +44,37 @@ struct RunContext {
   double epoch_loss_mean = 0;
   std::int64_t epoch_loss_steps = 0;  ///< the steps epoch_loss_mean counts (0: none read yet)
   std::map<std::string, double> metrics;  ///< eval results, when the caller filled them
-  Cell* network = nullptr;
+  Cell* network = nullptr;  ///< the Model's network (without the loss)
+  /// The training step (null in an eval() before the first train()).
   TrainOneStepCell* train_network = nullptr;
 
+  /// Ends training after the current step (MindSpore's request_stop()): the epoch's
+  /// on_train_epoch_end and on_train_end still run.
   void request_stop() { stop_requested = true; }
-  bool stop_requested = false;
+  bool stop_requested = false;  ///< whether a callback called request_stop()
 };
 
+/// A training and evaluation callback (MindSpore's Callback): each hook does nothing unless
+/// overridden. Model::train and Model::eval call the hooks in the order given in nn/callback.h.
 class Callback {
  public:
   virtual ~Callback() = default;
+  /// Once, before the first epoch of a train().
   virtual void on_train_begin(RunContext&) {}
+  /// Before each epoch's first step.
   virtual void on_train_epoch_begin(RunContext&) {}
+  /// Before each step, with RunContext::data holding its batch's input.
   virtual void on_train_step_begin(RunContext&) {}
+  /// After each step, with RunContext::loss holding its loss.
   virtual void on_train_step_end(RunContext&) {}
+  /// After each epoch's steps (and after fit()'s evaluation of that epoch).
   virtual void on_train_epoch_end(RunContext&) {}
+  /// Once, after the last epoch (or the one a stop request ended).
   virtual void on_train_end(RunContext&) {}
+  /// In Model::eval, before the first batch.
   virtual void on_eval_begin(RunContext&) {}
+  /// In Model::eval, after the last batch, with RunContext::metrics filled and cur_step_num the
+  /// batches evaluated.
   virtual void on_eval_end(RunContext&) {}
 };
 
@@ -72,10 +87,13 @@ class Callback {
 /// filled them, are printed as "Eval result: epoch 1, metrics: {'accuracy': 0.5}".
 class LossMonitor : public Callback {
  public:
-  /// ValueError when per_print_times < 0.
+  /// Prints to std::cout. ValueError when per_print_times < 0.
   explicit LossMonitor(std::int64_t per_print_times = 1);
+  /// Prints to `out`, which must outlive the monitor. ValueError when per_print_times < 0.
   LossMonitor(std::int64_t per_print_times, std::ostream& out);
+  /// Prints the loss every per_print_times steps; ValueError on a NaN or Inf loss.
   void on_train_step_end(RunContext& rc) override;
+  /// Prints the run context's metrics, when there are any.
   void on_train_epoch_end(RunContext& rc) override;
 
  private:
@@ -88,10 +106,15 @@ class LossMonitor : public Callback {
 /// steps the epoch actually ran.
 class TimeMonitor : public Callback {
  public:
+  /// Prints to std::cout.
   TimeMonitor();
+  /// Prints to `out`, which must outlive the monitor.
   explicit TimeMonitor(std::ostream& out);
+  /// Starts the epoch's clock.
   void on_train_epoch_begin(RunContext& rc) override;
+  /// Prints the epoch's time and its time per step.
   void on_train_epoch_end(RunContext& rc) override;
+  /// The last epoch's wall time in seconds (0 before the first epoch end).
   double last_epoch_seconds() const { return last_epoch_seconds_; }
 
  private:

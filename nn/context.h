@@ -22,16 +22,25 @@ class Backend;
 
 namespace loom::nn {
 
+/// The execution mode (MindSpore's GRAPH_MODE and PYNATIVE_MODE): kGraph (the default), root
+/// Cell calls on concrete tensors are compiled and run as graphs; kPyNative, construct runs op by
+/// op on tensors.
 enum class ExecMode { kGraph, kPyNative };
 
+/// Sets the process-wide execution mode (all threads), as set_context(mode=...).
 void set_context_mode(ExecMode mode);
+/// The process-wide execution mode: ExecMode::kGraph unless set.
 ExecMode context_mode();
 
+/// Sets the process-wide device, as set_context(device_target=...). Throws ValueError naming the
+/// device when this build or machine has no backend for it.
 void set_context_device(Device device);
+/// The process-wide device: Device::kCPU unless set.
 Device context_device();
 /// The backend of context_device().
 backend::Backend& context_backend();
-/// "CPU" / "GPU" (also "CUDA") as MindSpore's device_target names them; ValueError otherwise.
+/// The device of a MindSpore device_target name: "CPU", or "GPU" (also "CUDA"), in upper or
+/// lower case; ValueError otherwise.
 Device device_from_target(const char* target);
 
 /// Copies src's bytes into dst's storage in place (the same dtype and shape), whichever devices
@@ -42,6 +51,7 @@ void copy_into(Tensor& dst, const Tensor& src);
 /// Sets the mode for the lifetime of the scope, restoring the previous one.
 class ModeScope {
  public:
+  /// Sets `mode`; the destructor restores the mode in force before.
   explicit ModeScope(ExecMode mode) : saved_(context_mode()) { set_context_mode(mode); }
   ~ModeScope() { set_context_mode(saved_); }
   ModeScope(const ModeScope&) = delete;

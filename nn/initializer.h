@@ -3,9 +3,9 @@
 /// Every random initializer draws from a random::RandomStream (core/random/random.h), so a weight is
 /// a function of (seed_all's seed, the stream's id, its position) only.
 ///
-///   RandomStream s("fc1.weight");
-///   Tensor w = HeUniform(std::sqrt(5.0)).init({120, 400}, DType::kFloat32, s);
-///   Tensor b = initializer("zeros", {120}, DType::kFloat32, s);
+///     RandomStream s("fc1.weight");
+///     Tensor w = HeUniform(std::sqrt(5.0)).init({120, 400}, DType::kFloat32, s);
+///     Tensor b = initializer("zeros", {120}, DType::kFloat32, s);
 ///
 /// fan_in / fan_out as MindSpore's _calculate_fan_in_and_fan_out computes them: a rank-2 (dense)
 /// weight (out, in) has fan_in = in, fan_out = out; a rank ≥ 3 (conv) weight (O, I, k...) has
@@ -44,19 +44,24 @@ std::pair<double, double> fan_in_and_fan_out(const Shape& shape);
 /// Throws ValueError for an unknown nonlinearity.
 double calculate_gain(std::string_view nonlinearity, double param = 0.01);
 
+/// The base of the initializers: draws a parameter's initial value.
 class Initializer {
  public:
   virtual ~Initializer() = default;
   /// A new tensor of `shape` and floating `dtype`, drawn from `stream` (which advances).
   virtual Tensor init(const Shape& shape, DType dtype, RandomStream& stream) const = 0;
+  /// The initializer's lower-case name, MindSpore's alias where it has one ("normal",
+  /// "he_uniform", "zeros", "constant"...).
   virtual std::string name() const = 0;
 };
 
 /// N(mean, sigma²).
 class Normal : public Initializer {
  public:
+  /// N(mean, sigma²), MindSpore's defaults sigma 0.01, mean 0.
   explicit Normal(double sigma = 0.01, double mean = 0.0) : sigma_(sigma), mean_(mean) {}
   Tensor init(const Shape& shape, DType dtype, RandomStream& stream) const override;
+  /// "normal".
   std::string name() const override { return "normal"; }
 
  private:
@@ -67,9 +72,11 @@ class Normal : public Initializer {
 /// within 2σ of the mean (its migration notes; whether 2.x's a, b are absolute is UNCONFIRMED).
 class TruncatedNormal : public Initializer {
  public:
+  /// a and b are in units of sigma, relative to the mean.
   explicit TruncatedNormal(double sigma = 0.01, double mean = 0.0, double a = -2.0, double b = 2.0)
       : sigma_(sigma), mean_(mean), a_(a), b_(b) {}
   Tensor init(const Shape& shape, DType dtype, RandomStream& stream) const override;
+  /// "truncatednormal".
   std::string name() const override { return "truncatednormal"; }
 
  private:
@@ -79,8 +86,10 @@ class TruncatedNormal : public Initializer {
 /// U(-scale, scale).
 class Uniform : public Initializer {
  public:
+  /// U(-scale, scale), MindSpore's default scale 0.07.
   explicit Uniform(double scale = 0.07) : scale_(scale) {}
   Tensor init(const Shape& shape, DType dtype, RandomStream& stream) const override;
+  /// "uniform".
   std::string name() const override { return "uniform"; }
 
  private:
@@ -92,24 +101,31 @@ class Uniform : public Initializer {
 /// HeNormal N(0, std²). Throws ValueError for a mode other than fan_in / fan_out.
 class HeUniform : public Initializer {
  public:
+  /// negative_slope is leaky_relu's slope (calculate_gain's param); mode "fan_in" or "fan_out".
+  /// Throws ValueError for another mode or an unknown nonlinearity.
   explicit HeUniform(double negative_slope = 0.0, std::string mode = "fan_in",
                      std::string nonlinearity = "leaky_relu");
   Tensor init(const Shape& shape, DType dtype, RandomStream& stream) const override;
+  /// "he_uniform".
   std::string name() const override { return "he_uniform"; }
-  double bound(const Shape& shape) const;  ///< √3 · gain / √fan
+  double bound(const Shape& shape) const;  ///< √3 · gain / √fan for a weight of `shape`.
 
  private:
   double negative_slope_;
   std::string mode_, nonlinearity_;
 };
 
+/// Kaiming normal: N(0, std²) with std = gain / √fan (see HeUniform).
 class HeNormal : public Initializer {
  public:
+  /// negative_slope is leaky_relu's slope (calculate_gain's param); mode "fan_in" or "fan_out".
+  /// Throws ValueError for another mode or an unknown nonlinearity.
   explicit HeNormal(double negative_slope = 0.0, std::string mode = "fan_in",
                     std::string nonlinearity = "leaky_relu");
   Tensor init(const Shape& shape, DType dtype, RandomStream& stream) const override;
+  /// "he_normal".
   std::string name() const override { return "he_normal"; }
-  double stddev(const Shape& shape) const;  ///< gain / √fan
+  double stddev(const Shape& shape) const;  ///< gain / √fan for a weight of `shape`.
 
  private:
   double negative_slope_;
@@ -119,34 +135,44 @@ class HeNormal : public Initializer {
 /// U(-b, b) with b = gain · √(6 / (fan_in + fan_out)).
 class XavierUniform : public Initializer {
  public:
+  /// The gain (default 1).
   explicit XavierUniform(double gain = 1.0) : gain_(gain) {}
   Tensor init(const Shape& shape, DType dtype, RandomStream& stream) const override;
+  /// "xavier_uniform".
   std::string name() const override { return "xavier_uniform"; }
+  /// b = gain · √(6 / (fan_in + fan_out)) for a weight of `shape`.
   double bound(const Shape& shape) const;
 
  private:
   double gain_;
 };
 
+/// Every element `value` (the stream is not used).
 class Constant : public Initializer {
  public:
+  /// Fills a floating tensor with `value`.
   explicit Constant(double value) : value_(value) {}
   Tensor init(const Shape& shape, DType dtype, RandomStream& stream) const override;
+  /// "constant".
   std::string name() const override { return "constant"; }
 
  private:
   double value_;
 };
 
+/// Constant(0): MindSpore's "zeros".
 class Zero : public Constant {
  public:
   Zero() : Constant(0.0) {}
+  /// "zeros".
   std::string name() const override { return "zeros"; }
 };
 
+/// Constant(1): MindSpore's "ones".
 class One : public Constant {
  public:
   One() : Constant(1.0) {}
+  /// "ones".
   std::string name() const override { return "ones"; }
 };
 
@@ -156,6 +182,7 @@ class One : public Constant {
 class RandomKey : public Initializer {
  public:
   Tensor init(const Shape& shape, DType dtype, RandomStream& stream) const override;
+  /// "random_key".
   std::string name() const override { return "random_key"; }
 };
 
@@ -165,9 +192,12 @@ class RandomKey : public Initializer {
 /// MindSpore's initializer() takes numbers. Throws ValueError naming the known names otherwise.
 std::unique_ptr<Initializer> make_initializer(std::string_view name_or_spec);
 
-/// MindSpore's initializer(init, shape, dtype), drawing from `stream`.
+/// MindSpore's initializer(init, shape, dtype): a tensor drawn from `stream` by `init`, or by
+/// make_initializer(name_or_spec) (whose ValueError it throws).
+///@{
 Tensor initializer(std::string_view name_or_spec, const Shape& shape, DType dtype,
                    RandomStream& stream);
 Tensor initializer(const Initializer& init, const Shape& shape, DType dtype, RandomStream& stream);
+///@}
 
 }  // namespace loom::nn

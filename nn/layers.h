@@ -1,10 +1,10 @@
 /// \file
 /// Layers: MindSpore's nn layer names and defaults, libtorch-style options.
 ///
-///   auto conv = std::make_shared<Conv2d>(Conv2dOptions(1, 6, 5).pad_mode("valid"));
-///   auto fc = std::make_shared<Dense>(400, 120);
-///   SequentialCell seq;
-///   seq.append(conv).append(std::make_shared<ReLU>());
+///     auto conv = std::make_shared<Conv2d>(Conv2dOptions(1, 6, 5).pad_mode("valid"));
+///     auto fc = std::make_shared<Dense>(400, 120);
+///     SequentialCell seq;
+///     seq.append(conv).append(std::make_shared<ReLU>());
 ///
 /// Initial values follow MindSpore ≥ 2.1 (nn/initializer.h): weights HeUniform(negative_slope=√5),
 /// biases Uniform(1/√fan_in), Float32. Each is drawn from RandomStream(full name) when registered
@@ -28,14 +28,18 @@ namespace loom::nn {
 /// MatMul, BiasAdd, Reshape back to (..., out_channels) (at most one unknown leading dim).
 class Dense : public Cell {
  public:
+  /// Registers "weight" and, with has_bias, "bias" (Float32, MindSpore's default initializers);
+  /// throws ValueError unless in_channels and out_channels are positive.
   Dense(std::int64_t in_channels, std::int64_t out_channels, bool has_bias = true);
   /// Throws ShapeError on a known shape: "Dense: expected x of rank >= 2 (..., in_channels 4),
   /// got x of shape (4)" or "Dense: expected x's last dim to equal in_channels ..." (the Cell
   /// path is appended, as for every Cell error).
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 
+  /// The weight, (out_channels, in_channels).
   Parameter& weight() { return *weight_; }
-  Parameter* bias() { return bias_; }  // null without a bias
+  /// The bias, (out_channels); null without a bias.
+  Parameter* bias() { return bias_; }
 
  private:
   std::int64_t in_channels_, out_channels_;
@@ -43,11 +47,18 @@ class Dense : public Cell {
   Parameter* bias_ = nullptr;
 };
 
-/// MindSpore's nn.Conv2d defaults: stride 1, pad_mode "same", padding 0, has_bias false.
+/// Conv2d's options, MindSpore's nn.Conv2d defaults: stride 1, pad_mode "same", padding 0,
+/// has_bias false. Each option (in_channels, out_channels, kernel_size, stride, pad_mode,
+/// padding, has_bias) has a setter `name(value)` that returns `*this` for chaining and a getter
+/// `name()`. The kernel is square (kernel_size × kernel_size) and so is the stride; padding is
+/// applied to all four sides and only with pad_mode "pad".
 struct Conv2dOptions {
+  /// The three required options; the others keep their defaults.
   Conv2dOptions(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size)
       : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
 
+/// Declares an option `name` of Conv2dOptions: a setter returning `*this` and a getter (undefined
+/// again after the options).
 #define LOOM_OPTION(type, name)            \
   Conv2dOptions& name(type value) {        \
     name##_ = std::move(value);            \
@@ -59,7 +70,8 @@ struct Conv2dOptions {
   LOOM_OPTION(std::int64_t, kernel_size)
   LOOM_OPTION(std::int64_t, stride)
   LOOM_OPTION(std::string, pad_mode)
-  LOOM_OPTION(std::int64_t, padding)  // all four sides; only with pad_mode "pad"
+  // padding: all four sides; only with pad_mode "pad".
+  LOOM_OPTION(std::int64_t, padding)
   LOOM_OPTION(bool, has_bias)
 #undef LOOM_OPTION
 
@@ -74,12 +86,17 @@ struct Conv2dOptions {
 /// 2-D convolution of x (N, in, H, W); weight (out, in, k, k), bias (out).
 class Conv2d : public Cell {
  public:
+  /// Registers "weight" (out, in, k, k) and, with has_bias, "bias" (out), Float32 with
+  /// MindSpore's default initializers; throws ValueError unless in_channels, out_channels,
+  /// kernel_size and stride are positive.
   explicit Conv2d(Conv2dOptions options);
   /// Throws ShapeError on a known shape: "Conv2d: expected x of rank 4 (N, C, H, W), got x of
   /// shape (2, 3)" or "Conv2d: expected input channels 3, got x of shape (1, 1, 8, 8)".
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 
+  /// The weight, (out, in, k, k).
   Parameter& weight() { return *weight_; }
+  /// The bias, (out); null without a bias.
   Parameter* bias() { return bias_; }
 
  private:
@@ -88,9 +105,11 @@ class Conv2d : public Cell {
   Parameter* bias_ = nullptr;
 };
 
+/// max(x, 0) (the ReLU op).
 class ReLU : public Cell {
  public:
   ReLU() : Cell("ReLU") {}
+  /// relu(x) of its single input x; throws ValueError for any other number of inputs.
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 };
 
@@ -98,14 +117,19 @@ class ReLU : public Cell {
 class Flatten : public Cell {
  public:
   Flatten() : Cell("Flatten") {}
+  /// flatten(x) of its single input x; throws ValueError for any other number of inputs.
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 };
 
 /// MindSpore's nn.MaxPool2d: stride defaults to 1, pad_mode "valid".
 class MaxPool2d : public Cell {
  public:
+  /// A square kernel_size × kernel_size window moved by stride in both dims; pad_mode "valid"
+  /// or "same".
   explicit MaxPool2d(std::int64_t kernel_size = 1, std::int64_t stride = 1,
                      std::string pad_mode = "valid");
+  /// The MaxPool op on its single input x (N, C, H, W); throws ValueError for any other number
+  /// of inputs.
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 
  private:
@@ -117,7 +141,10 @@ class MaxPool2d : public Cell {
 class SequentialCell : public Cell {
  public:
   SequentialCell() : Cell("SequentialCell") {}
+  /// Registers `cell` as the next child (named by its index); returns `*this` for chaining.
   SequentialCell& append(std::shared_ptr<Cell> cell);
+  /// Calls the first cell on all the inputs, then each next cell on the previous output. With
+  /// no cells it returns its single input (ValueError for any other number of inputs).
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 
  private:
@@ -128,8 +155,12 @@ class SequentialCell : public Cell {
 /// elements inside x).
 class AvgPool2d : public Cell {
  public:
+  /// A square kernel_size × kernel_size window moved by stride in both dims; pad_mode "valid"
+  /// or "same".
   explicit AvgPool2d(std::int64_t kernel_size = 1, std::int64_t stride = 1,
                      std::string pad_mode = "valid");
+  /// The AvgPool op on its single input x (N, C, H, W); throws ValueError for any other number
+  /// of inputs.
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 
  private:
@@ -137,15 +168,19 @@ class AvgPool2d : public Cell {
   std::string pad_mode_;
 };
 
+/// 1 / (1 + exp(-x)) (the Sigmoid op).
 class Sigmoid : public Cell {
  public:
   Sigmoid() : Cell("Sigmoid") {}
+  /// The Sigmoid op on its single input x; throws ValueError for any other number of inputs.
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 };
 
+/// tanh(x) (the Tanh op).
 class Tanh : public Cell {
  public:
   Tanh() : Cell("Tanh") {}
+  /// The Tanh op on its single input x; throws ValueError for any other number of inputs.
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 };
 
@@ -153,13 +188,16 @@ class Tanh : public Cell {
 class GELU : public Cell {
  public:
   GELU() : Cell("GELU") {}
+  /// The GeLU op on its single input x; throws ValueError for any other number of inputs.
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 };
 
 /// Softmax along one axis (default -1, MindSpore's default).
 class Softmax : public Cell {
  public:
+  /// Softmax along `axis` (negative counts from the last dim).
   explicit Softmax(std::int64_t axis = -1) : Cell("Softmax"), axis_(axis) {}
+  /// The Softmax op on its single input x; throws ValueError for any other number of inputs.
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 
  private:
@@ -170,6 +208,7 @@ class Softmax : public Cell {
 class Identity : public Cell {
  public:
   Identity() : Cell("Identity") {}
+  /// Its single input x; throws ValueError for any other number of inputs.
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 };
 
@@ -191,12 +230,18 @@ class Dropout : public Cell {
  public:
   /// p in [0, 1); throws ValueError otherwise ("Dropout: expected p in [0, 1), got 1").
   explicit Dropout(double p = 0.5);
-  /// MindSpore's deprecated keep_prob in (0, 1].
+  /// A Dropout with MindSpore's deprecated keep_prob in (0, 1]; throws ValueError otherwise
+  /// ("Dropout: expected keep_prob in (0, 1], got 0").
   static std::shared_ptr<Dropout> with_keep_prob(double keep_prob);
+  /// x unchanged when !training() (or keep_prob is 1); in training, the Dropout op's first
+  /// output and the key's assign (see above). Throws ValueError unless given one input.
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 
+  /// The probability of zeroing an element, 1 − keep_prob().
   double p() const { return 1.0 - keep_prob_; }
+  /// The probability of keeping an element.
   double keep_prob() const { return keep_prob_; }
+  /// The random state: the non-trainable Int64 (2) Parameter "key".
   Parameter& key() { return *key_; }
 
  private:
@@ -208,6 +253,7 @@ class Dropout : public Cell {
 class ReLU6 : public Cell {
  public:
   ReLU6() : Cell("ReLU6") {}
+  /// The ReLU6 op on its single input x; throws ValueError for any other number of inputs.
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 };
 
@@ -221,6 +267,7 @@ class ReLU6 : public Cell {
 /// Batch statistics are used when use_batch_statistics is true, or when it is unset and the
 /// Cell is training; then y = (x - μ) / sqrt(σ² + eps) · gamma + beta with the batch mean μ and
 /// the biased variance σ², and the moving statistics are updated with Cell::assign:
+///
 ///     moving_mean     = momentum · moving_mean     + (1 - momentum) · μ
 ///     moving_variance = momentum · moving_variance + (1 - momentum) · σ²·M/(M-1)
 /// (M = N·H·W). The BatchNorm op (ops/norm_loss_ops.cc) feeds the UNBIASED batch variance to the
@@ -233,17 +280,25 @@ class ReLU6 : public Cell {
 /// expected input channels 3, got x of shape (1, 1, 8, 8)", with the Cell path appended).
 class BatchNorm2d : public Cell {
  public:
+  /// Registers the four parameters above; the `*_init` strings go to make_initializer. Throws
+  /// ValueError unless num_features > 0, momentum is in [0, 1] and eps > 0.
   explicit BatchNorm2d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.9,
                        bool affine = true, const std::string& gamma_init = "ones",
                        const std::string& beta_init = "zeros",
                        const std::string& moving_mean_init = "zeros",
                        const std::string& moving_var_init = "ones",
                        std::optional<bool> use_batch_statistics = std::nullopt);
+  /// Normalizes its single input x as described above (ValueError for any other number of
+  /// inputs) and, with batch statistics, assigns the moving statistics.
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 
+  /// The scale, (num_features).
   Parameter& gamma() { return *gamma_; }
+  /// The shift, (num_features).
   Parameter& beta() { return *beta_; }
+  /// The moving mean, (num_features); not trainable.
   Parameter& moving_mean() { return *moving_mean_; }
+  /// The moving variance, (num_features); not trainable.
   Parameter& moving_variance() { return *moving_variance_; }
 
  private:
@@ -256,18 +311,24 @@ class BatchNorm2d : public Cell {
 /// MindSpore's nn.CellList: a list of Cells registered as "0", "1"... (so "0.weight"). It is a
 /// container, not a network: calling it (its construct) throws TypeError; call its cells.
 ///
-///   CellList layers;
-///   layers.append(std::make_shared<Dense>(4, 4)).append(std::make_shared<ReLU>());
-///   for (Cell* c : layers) x = (*c)(x);
+///     CellList layers;
+///     layers.append(std::make_shared<Dense>(4, 4)).append(std::make_shared<ReLU>());
+///     for (Cell* c : layers) x = (*c)(x);
 class CellList : public Cell {
  public:
   CellList() : Cell("CellList") {}
+  /// Registers `cell` as the next child (named by its index); returns `*this` for chaining.
   CellList& append(std::shared_ptr<Cell> cell);
+  /// The number of cells.
   std::size_t size() const { return cells_.size(); }
-  /// Throws ValueError for i >= size().
+  /// The i-th cell; throws ValueError for i >= size().
   Cell& operator[](std::size_t i) const;
+  /// Iteration over the cells (as Cell*), in order.
+  ///@{
   std::vector<Cell*>::const_iterator begin() const { return cells_.begin(); }
   std::vector<Cell*>::const_iterator end() const { return cells_.end(); }
+  ///@}
+  /// Always throws TypeError: a CellList is a container; call its cells.
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 
  private:

@@ -2,14 +2,16 @@
 /// MindSpore's Model: train / fit / eval / predict over a data::Dataset, with metrics and
 /// callbacks.
 ///
-///   auto net = std::make_shared<models::LeNet5>();
-///   auto opt = std::make_shared<optim::Momentum>(
-///       optim::Momentum::Options{.learning_rate = 0.01, .momentum = 0.9});
-///   nn::Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true), opt,
-///                   {{"accuracy", std::make_shared<nn::Accuracy>()}});
-///   nn::LossMonitor loss_monitor(100);
-///   model.fit(5, train_ds, test_ds, {&loss_monitor});         // evaluates after every epoch
-///   std::map<std::string, double> r = model.eval(test_ds);   // r["accuracy"]
+/// ```
+/// auto net = std::make_shared<models::LeNet5>();
+/// auto opt = std::make_shared<optim::Momentum>(
+///     optim::Momentum::Options{.learning_rate = 0.01, .momentum = 0.9});
+/// nn::Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true), opt,
+///                 {{"accuracy", std::make_shared<nn::Accuracy>()}});
+/// nn::LossMonitor loss_monitor(100);
+/// model.fit(5, train_ds, test_ds, {&loss_monitor});         // evaluates after every epoch
+/// std::map<std::string, double> r = model.eval(test_ds);   // r["accuracy"]
+/// ```
 ///
 /// Datasets give rows (data, label) batched: column 0 is the network's input, column 1 the label.
 /// train() builds one TrainOneStepCell(WithLossCell(network, loss_fn), optimizer) on first use (in
@@ -34,9 +36,10 @@
 ///
 /// Devices (nn/context.h): training and evaluation run on the context's device when the Model
 /// first trains or evaluates; the batches are copied there and the Parameters and optimizer
-/// states live there (TrainOneStepCell). What the Model hands out is in host memory: the
-/// callbacks' RunContext::loss (one copy back per step), the metrics' inputs, predict()'s
-/// result. RunContext::data is the batch as the dataset gave it (host).
+/// states live there (TrainOneStepCell). What the Model hands out is in host memory (the metrics'
+/// inputs, eval()'s RunContext::loss, predict()'s result), except the training steps'
+/// RunContext::loss, which stays on the step's device (backend::to_host reads it).
+/// RunContext::data is the batch as the dataset gave it (host).
 ///
 /// fit(epochs, train, valid, callbacks) is MindSpore's Model.fit: train() with the validation
 /// set evaluated at the end of every valid_frequency-th epoch (and the last), before the
@@ -61,12 +64,14 @@
 
 namespace loom::nn {
 
+/// Options of Model::train and Model::fit: where to resume, the data iterator's threads, fit()'s
+/// evaluation frequency.
 struct TrainOptions {
   std::int64_t initial_epoch = 0;  ///< epochs already done (resume): train runs epochs
-                                   /// initial_epoch .. epochs - 1, numbered from 1 in callbacks
+                                   /// initial_epoch to epochs - 1, numbered from 1 in callbacks
   data::Position start;            ///< the data position to resume from within initial_epoch
-  int data_workers = 1;            ///< data::IteratorOptions
-  int prefetch = 4;
+  int data_workers = 1;            ///< data::IteratorOptions::num_workers
+  int prefetch = 4;                ///< data::IteratorOptions::prefetch
   std::int64_t valid_frequency = 1;  ///< fit(): evaluate every N epochs (and after the last)
 };
 
@@ -74,7 +79,7 @@ struct TrainOptions {
 /// step graphs are built inside the first step of each signature); total_seconds >= step_seconds +
 /// data_wait_seconds, the rest being callbacks and setup.
 struct TrainStats {
-  std::int64_t steps = 0;
+  std::int64_t steps = 0;          ///< steps trained
   std::int64_t samples = 0;        ///< Σ rows of the batches trained on
   double step_seconds = 0;         ///< time inside TrainOneStepCell::step, all steps
   double data_wait_seconds = 0;    ///< time the loop waited on the data iterator's next()
@@ -82,7 +87,7 @@ struct TrainStats {
   double loop_seconds = 0;         ///< wall time of the epochs' step loops: data waits, steps and
                                    /// the step callbacks (not epoch-end callbacks such as eval)
   double eval_seconds = 0;         ///< fit(): time in the evaluations
-  double total_seconds = 0;
+  double total_seconds = 0;        ///< wall time of the whole call
   double epoch_loss_mean = 0;      ///< the last epoch's mean training loss (over every rank)
   std::map<std::string, double> metrics;  ///< fit(): the last evaluation's results
 };
@@ -91,57 +96,78 @@ struct TrainStats {
 /// point, with the same length). Model uses it for metrics and losses.
 using SumReducer = std::function<void(std::vector<double>& values)>;
 
+/// MindSpore's Model: a network with its loss function, its optimizer and named metrics, trained
+/// and evaluated over datasets (see nn/model.h). Not copyable.
 class Model {
  public:
+  /// A Model training `network` with `loss_fn` (called as loss_fn(network(data), label)) and
+  /// `optimizer`, and evaluating it with `metrics` (by name). ValueError when the network, the loss
+  /// function, the optimizer or a metric is null.
   template <std::derived_from<optim::Optimizer> O>
   Model(std::shared_ptr<Cell> network, std::shared_ptr<Cell> loss_fn, std::shared_ptr<O> optimizer,
         std::map<std::string, std::shared_ptr<Metric>> metrics = {})
       : Model(std::move(network), std::move(loss_fn),
               std::static_pointer_cast<optim::Optimizer>(std::move(optimizer)), std::move(metrics),
               0) {}
-  /// The optimizer optim::make_optimizer(spec) makes.
+  /// As the other constructor, with the optimizer optim::make_optimizer(spec) makes.
   Model(std::shared_ptr<Cell> network, std::shared_ptr<Cell> loss_fn, const OptimizerSpec& spec,
         std::map<std::string, std::shared_ptr<Metric>> metrics = {});
 
   /// Trains for epochs (total, MindSpore's epoch argument). Callbacks are called in order; a
   /// callback's run_context.request_stop() ends training after the current step. ValueError when
-  /// dataset is null, unless 0 <= initial_epoch <= epochs, or when options.start is set and its
-  /// epoch differs from initial_epoch; rows with fewer than 2 columns are a ValueError.
+  /// dataset or a callback is null, unless 0 <= initial_epoch <= epochs, or when options.start is
+  /// set and its epoch differs from initial_epoch; rows with fewer than 2 columns are a
+  /// ValueError.
   void train(std::int64_t epochs, const data::DatasetPtr& dataset,
              const std::vector<Callback*>& callbacks = {}, const TrainOptions& options = {});
-  /// train() with an evaluation of `valid` after every valid_frequency-th epoch (and the last);
-  /// ValueError when valid is null or the Model has no metrics.
+  /// train() with an evaluation of `valid_dataset` after every valid_frequency-th epoch (and the
+  /// last); ValueError when valid_dataset is null, the Model has no metrics or valid_frequency is
+  /// less than 1.
   void fit(std::int64_t epochs, const data::DatasetPtr& train_dataset,
            const data::DatasetPtr& valid_dataset, const std::vector<Callback*>& callbacks = {},
            const TrainOptions& options = {});
   /// Every metric over the whole dataset (one epoch, epoch 0); {"name": value}. ValueError when the
-  /// Model has no metrics, and a metric's own error when it got no samples (an empty dataset).
+  /// Model has no metrics or a callback is null, and a metric's own error when it got no samples
+  /// (an empty dataset).
   std::map<std::string, double> eval(const data::DatasetPtr& dataset,
                                      const std::vector<Callback*>& callbacks = {});
+  /// The network's output for `x`, in eval mode (the training flags are restored after), in host
+  /// memory. ValueError when the network does not return a tensor.
   Tensor predict(const Tensor& x);
 
+  /// The network (without the loss).
   Cell& network() { return *network_; }
   /// The training step (null before the first train() or build_train_network()).
   TrainOneStepCell* train_network() { return train_.get(); }
   /// Makes the training step now if train() has not (so that a resumed run can restore its
   /// optimizer state before the first step).
   TrainOneStepCell& build_train_network();
+  /// Figures of the last train() or fit() call.
   const TrainStats& train_stats() const { return stats_; }
+  /// The metrics by name.
   const std::map<std::string, std::shared_ptr<Metric>>& metrics() const { return metrics_; }
+  /// The optimizer.
   optim::Optimizer& optimizer() { return *optimizer_; }
 
-  /// Data parallelism: sums over the ranks (see above); empty: one process.
+  /// Data parallelism: the SumReducer that sums metrics and losses over the ranks; empty: one
+  /// process.
   void set_reducer(SumReducer reducer) { reducer_ = std::move(reducer); }
 
   /// The compiled evaluation graphs' function (made on first use): its dumps and observers.
   runtime::CompiledFunction& eval_function();
-  /// Observers of every compiled launch of training and evaluation.
+  /// Adds and removes an observer of every compiled launch of training and evaluation
+  /// (add_observer: ValueError when null).
+  ///@{
   void add_observer(std::shared_ptr<runtime::Observer> observer);
   void remove_observer(const runtime::Observer* observer);
-  /// Dumps of the training step's and evaluation's stages into dir/train_step, dir/eval
-  /// (runtime::CompiledFunction); and the pipeline text of both (empty: their purposes').
+  ///@}
+  /// Sets the folder of the dumps of the training step's and evaluation's stages (into
+  /// dir/train_step, dir/eval; runtime::CompiledFunction), and the pass pipeline text of both
+  /// (empty: each one's purpose's pipeline).
+  ///@{
   void set_save_graphs_dir(const std::string& dir);
   void set_passes(const std::string& pipeline);
+  ///@}
 
  private:
   Model(std::shared_ptr<Cell> network, std::shared_ptr<Cell> loss_fn,

@@ -1,18 +1,24 @@
 /// \file
 /// Training wrappers: MindSpore's nn.WithLossCell and nn.TrainOneStepCell.
 ///
-///   auto net = std::make_shared<SequentialCell>(...);
-///   auto with_loss = std::make_shared<WithLossCell>(net, std::make_shared<MyMSE>());
-///   auto opt = std::make_shared<optim::Momentum>(optim::Momentum::Options{.learning_rate = 0.1});
-///   TrainOneStepCell train(with_loss, opt);
-///   for (...) Tensor loss = train.step(x, y);   // updates net's Parameters in place
+/// ```
+/// auto net = std::make_shared<SequentialCell>(...);
+/// auto with_loss = std::make_shared<WithLossCell>(net, std::make_shared<MyMSE>());
+/// auto opt = std::make_shared<optim::Momentum>(optim::Momentum::Options{.learning_rate = 0.1});
+/// TrainOneStepCell train(with_loss, opt);
+/// for (...) Tensor loss = train.step(x, y);   // updates net's Parameters in place
+/// ```
 ///
 /// TrainOneStepCell::step, graph mode (ExecMode::kGraph): on the first call with a new input
 /// signature (dtypes and shapes of data and label) and training flag of the network it builds
-/// ONE step graph (a runtime::CompiledFunction program, purpose kTrain) —
-///     (data, label, weights..., states..., learning rates..., [optimizer inputs])
-///       → MakeTuple(loss, new weights..., new states..., new assigned values..., [gradients])
-/// — by tracing net_with_loss, differentiating it (autodiff::grad with get_by_list and
+/// ONE step graph (a runtime::CompiledFunction program, purpose kTrain)
+///
+/// ```
+/// (data, label, weights..., states..., learning rates..., [optimizer inputs])
+///   → MakeTuple(loss, new weights..., new states..., new assigned values..., [gradients])
+/// ```
+///
+/// by tracing net_with_loss, differentiating it (autodiff::grad with get_by_list and
 /// return_value) with respect to the parameters the optimizer updates, passing the gradients
 /// through the gradient reducer (data parallelism) and the optimizer's transform (clipping), and
 /// appending the optimizer's update of every parameter (optim/optimizer.h; its nodes carry role
@@ -40,8 +46,8 @@
 /// Parameter and state tensors. It is the simple reference path, not an eager op-by-op execution
 /// of the forward.
 ///
-/// Devices: the step compiles for the context's device when the cell is constructed (nn/
-/// context.h). step() copies the batch (data and label: host tensors, or tensors already there)
+/// Devices: the step compiles for the context's device when the cell is constructed
+/// (nn/context.h). step() copies the batch (data and label: host tensors, or tensors already there)
 /// to that device, moves the Parameters and the optimizer states there at the first step (they
 /// stay; set_state and checkpoint restores write in place wherever they are) and returns the loss
 /// and the gradients on that device: backend::to_host reads them.
@@ -88,8 +94,12 @@ namespace loom::nn {
 /// states ("moments.conv1.weight").
 class WithLossCell : public Cell {
  public:
+  /// ValueError when either Cell is null.
   WithLossCell(std::shared_ptr<Cell> backbone, std::shared_ptr<Cell> loss_fn);
+  /// The loss of `inputs` = (data, label): loss_fn(backbone(data), label). ValueError unless there
+  /// are two inputs.
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
+  /// The backbone (the network without the loss).
   Cell& backbone() { return *backbone_; }
 
  private:
@@ -98,19 +108,27 @@ class WithLossCell : public Cell {
 };
 
 /// The optimizers' description for recipes and quick construction (optim/optimizer.h).
+///@{
 using OptimizerKind = optim::OptimizerKind;
 using OptimizerSpec = optim::OptimizerSpec;
+///@}
 
+/// MindSpore's nn.TrainOneStepCell: one training step of a network with its loss, compiled into
+/// one step graph with the optimizer's update (see nn/train.h). Not copyable.
 class TrainOneStepCell {
  public:
-  /// mode nullopt: context_mode(). (A template so that `{...}` always means an OptimizerSpec.)
+  /// The step of `net_with_loss` (construct(data, label) returns the loss) with `optimizer`, which
+  /// makes its states for the network's trainable parameters now; `mode` nullopt:
+  /// context_mode(). ValueError when either is null, or when the optimizer's groups name a
+  /// parameter the network does not train. (A template so that `{...}` always means an
+  /// OptimizerSpec.)
   template <std::derived_from<optim::Optimizer> O>
   TrainOneStepCell(std::shared_ptr<Cell> net_with_loss, std::shared_ptr<O> optimizer,
                    std::optional<ExecMode> mode = std::nullopt)
       : TrainOneStepCell(std::move(net_with_loss),
                          std::static_pointer_cast<optim::Optimizer>(std::move(optimizer)), mode,
                          0) {}
-  /// The optimizer optim::make_optimizer(spec) makes.
+  /// As the other constructor, with the optimizer optim::make_optimizer(spec) makes.
   TrainOneStepCell(std::shared_ptr<Cell> net_with_loss, const OptimizerSpec& spec,
                    std::optional<ExecMode> mode = std::nullopt);
   ~TrainOneStepCell();
@@ -120,17 +138,22 @@ class TrainOneStepCell {
   /// One training step; returns the loss (computed before the update), on the step's device.
   Tensor step(const Tensor& data, const Tensor& label);
 
-  std::size_t num_compilations() const;  ///< graph mode
+  std::size_t num_compilations() const;  ///< step graphs compiled (graph mode; 0 in PyNative)
   /// Seconds spent building step graphs (trace, grad, passes, compile), summed over them.
   double compile_seconds() const;
+  /// The execution mode, chosen at construction.
   ExecMode mode() const { return mode_; }
   /// Steps done: the optimizer's global step.
   std::int64_t num_steps() const { return optimizer_->global_step(); }
+  /// The optimizer, and the shared pointer that holds it.
+  ///@{
   optim::Optimizer& optimizer() { return *optimizer_; }
   const optim::Optimizer& optimizer() const { return *optimizer_; }
   const std::shared_ptr<optim::Optimizer>& optimizer_ptr() const { return optimizer_; }
+  ///@}
   /// The optimizer states by name ("moments.fc.weight"); null when there is none of that name.
   const Tensor* state(const std::string& name) const;
+  /// Every optimizer state by name (the optimizer's states()).
   const std::map<std::string, Tensor>& states() const { return optimizer_->states(); }
   /// Restoring a training run: copies `value` into state `name` (ValueError when there is no such
   /// state, or on a dtype or shape mismatch).
@@ -144,17 +167,22 @@ class TrainOneStepCell {
   /// (extra step outputs, so one more compilation per signature; off by default), readable after
   /// the step as gradients(): (parameter name, gradient) in parameter order. Summaries use it.
   void set_return_gradients(bool on);
+  /// Whether the steps return the gradients (set_return_gradients()).
   bool return_gradients() const { return return_gradients_; }
+  /// The last step's gradients, (parameter name, gradient) in parameter order, on the step's
+  /// device; empty before the first step and when the last step did not return them.
   const std::vector<std::pair<std::string, Tensor>>& gradients() const { return gradients_; }
   /// A transform of the gradients between autodiff and the optimizer update, emitted into the step
   /// graph: gets every trainable parameter's gradient (parameter order) and name, returns the
   /// gradients to apply, one per parameter (data parallelism inserts its all-reduce here, as
-  /// MindSpore's DistributedGradReducer does). Set it before the first step (ValueError after).
+  /// MindSpore's DistributedGradReducer does).
   using GradientReducer = std::function<std::vector<ops::Var>(
       ops::Emitter& e, const std::vector<ops::Var>& grads, const std::vector<std::string>& names)>;
+  /// Sets the gradient reducer; before the first step (ValueError after).
   void set_gradient_reducer(GradientReducer reducer);
   /// The step graph the last step ran (null before the first step). Lives as long as this cell.
   const ir::FuncGraph* step_graph() const;
+  /// The network with its loss (net_with_loss).
   Cell& network() { return *net_; }
   /// The Executable the last graph-mode step ran (null before the first or in PyNative mode).
   const runtime::Executable* last_executable() const;
@@ -162,8 +190,12 @@ class TrainOneStepCell {
   /// The compiled step (runtime/compiled_function.h): its pipeline (set_passes), its dumps
   /// (set_save_graphs_dir) and its observers, which see every launch of the step.
   runtime::CompiledFunction& compiled_function() { return *fn_; }
+  /// Adds and removes an observer of every launch of the step (the compiled function's;
+  /// add_observer: ValueError when null).
+  ///@{
   void add_observer(std::shared_ptr<runtime::Observer> observer);
   void remove_observer(const runtime::Observer* observer);
+  ///@}
 
  private:
   TrainOneStepCell(std::shared_ptr<Cell> net_with_loss, std::shared_ptr<optim::Optimizer> optimizer,

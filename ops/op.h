@@ -3,19 +3,19 @@
 /// MindSpore's name, the attribute schema with defaults, shape/dtype inference, traits for
 /// fusion, the bprop rule (or the reason it has none), and its MindIR encoding (MindIRForm).
 ///
-/// Adding an op touches one file of ops/ (its family: math_ops.cc, nn_ops.cc, ...), one kernel
-/// file per backend, and one row of the op test table (tests/ops/). A registry test fails when
-/// any of these is missing.
+/// Adding an op touches one file of ops/ (its family: math_ops.cc, norm_loss_ops.cc, ...), one
+/// kernel file per backend, and one row of the op test table (tests/ops/). A registry test fails
+/// when any of these is missing.
 ///
-///   OpDef def;
-///   def.name = "ReLU";
-///   def.num_inputs = 1;
-///   def.trait = Trait::kElementwise;
-///   def.infer = [](const InferContext& c) { return c.input(0); };
-///   def.bprop = [](Emitter& e, const BpropArgs& a) -> Grads {
-///     return {e.emit("ReluGrad", {a.dout, a.out})};
-///   };
-///   registry.add(std::move(def));
+///     OpDef def;
+///     def.name = "ReLU";
+///     def.num_inputs = 1;
+///     def.trait = Trait::kElementwise;
+///     def.infer = [](const InferContext& c) { return c.input(0); };
+///     def.bprop = [](Emitter& e, const BpropArgs& a) -> Grads {
+///       return {e.emit("ReluGrad", {a.dout, a.out})};
+///     };
+///     registry.add(std::move(def));
 #pragma once
 
 #include <functional>
@@ -42,9 +42,11 @@ using ir::Value;
 /// accepts any Value.
 enum class AttrKind { kBool, kInt, kFloat, kString, kInts, kDType, kAny };
 
+/// One attribute of an op's schema: its name, kind, default and optional extra check (make_op
+/// checks a primitive's attributes against it).
 struct AttrSpec {
-  std::string name;
-  AttrKind kind;
+  std::string name;  ///< the attribute's name (MindSpore's)
+  AttrKind kind;     ///< the kind its value must have
   std::optional<Value> default_value;  ///< nullopt: the attribute is required
   /// Optional extra check (e.g. "pad_mode is one of valid/same/pad"); returns an error text
   /// ("expected one of valid, same, pad") or "" when the value is fine.
@@ -60,27 +62,32 @@ enum class Trait {
   kControlFlow,  ///< If, While: graph-valued inputs, run by the interpreter / runtime
 };
 
+/// What an op's inference rule (InferFn) sees: the op, the primitive and its inputs' abstracts.
 struct InferContext {
-  const OpDef& op;
+  const OpDef& op;                      ///< the op being inferred
   const Primitive& prim;                ///< attributes complete (defaults filled in)
   std::span<const AbstractPtr> inputs;  ///< one per argument, never null
   /// Context for messages: the Cell path / node the call comes from ("" when unknown).
   std::string_view where;
 
+  /// The abstract of input `i`; throws InternalError when there is no input `i`.
   const AbstractPtr& input(std::size_t i) const;
   /// The input as a tensor abstract with known rank; throws TypeError naming the op otherwise.
   const ir::Abstract& tensor(std::size_t i) const;
+  /// The attribute `name` of the primitive; throws ValueError when it has none.
   const Value& attr(std::string_view name) const { return prim.attr(name); }
-  /// Builds "<Op>: <message>" with the where-context appended, for throwing.
+  /// Builds `"<Op>: <message>"` with the where-context appended, for throwing.
   std::string error(std::string_view message) const;
 };
 
 /// Returns the output abstract (a tuple for several outputs). Throws ShapeError / TypeError /
-/// ValueError with "<Op>: expected <what>, got <shapes>" messages.
+/// ValueError with `"<Op>: expected <what>, got <shapes>"` messages.
 using InferFn = std::function<AbstractPtr(const InferContext&)>;
 
+/// What an op's bprop rule (BpropFn) sees: the forward call's primitive, arguments, result and
+/// the gradient of that result.
 struct BpropArgs {
-  const Primitive& prim;
+  const Primitive& prim;    ///< the forward primitive (attributes complete)
   std::vector<Var> inputs;  ///< the forward arguments
   Var out;                  ///< the forward result (a tuple Var for multi-output ops)
   Var dout;                 ///< the gradient of the result (same structure as out)
@@ -89,7 +96,11 @@ struct BpropArgs {
 /// One gradient per input, in order. A default-constructed Var means "no gradient" (an input
 /// that is not differentiable, such as indices); autodiff treats it as zeros.
 using Grads = std::vector<Var>;
+/// An op's bprop rule: the gradients of its inputs (Grads), built by emitting ops through the
+/// Emitter.
 using BpropFn = std::function<Grads(Emitter&, const BpropArgs&)>;
+/// Counts the floating-point operations of one launch from the primitive and its inputs' and
+/// outputs' shapes (OpDef::flops).
 using FlopsFn = std::function<double(const Primitive& prim, std::span<const Shape> inputs,
                                      std::span<const Shape> outputs)>;
 
@@ -120,13 +131,13 @@ enum class MindIRAttrEncoding {
   kAxisList,        ///< loom's tuple of axes, written as is; a scalar or an integer tensor reads as
                     /// the tuple of its values
   kIntsFromTensor,  ///< loom's tuple of integers, written as is; an integer tensor (the
-                    // primitive-function form's Constant input) reads as the tuple of its values
+                    /// primitive-function form's Constant input) reads as the tuple of its values
 };
 
 /// One attribute's MindIR spelling (only attributes that differ from a plain kAsIs are listed).
 struct MindIRAttr {
   std::string name;  ///< loom's attribute name
-  MindIRAttrEncoding encoding = MindIRAttrEncoding::kAsIs;
+  MindIRAttrEncoding encoding = MindIRAttrEncoding::kAsIs;  ///< how its value is spelled
   /// Also written under this MindSpore name, with the same value (Conv2D's group as groups,
   /// MatMul's transpose_a as transpose_x1); ignored on reading.
   std::string also_written_as;
@@ -136,7 +147,8 @@ struct MindIRAttr {
 /// the padding actually applied): from the primitive and its inputs' abstracts (nullptr where a
 /// node has none). Ignored on reading.
 struct MindIRDerivedAttr {
-  std::string name;
+  std::string name;  ///< MindSpore's attribute name
+  /// Computes the attribute's value from the primitive and its inputs' abstracts.
   std::function<Value(const Primitive&, std::span<const ir::Abstract* const> inputs)> value;
 };
 
@@ -160,11 +172,16 @@ struct MindIRForm {
   std::vector<std::string> function_args;
   /// input_names / output_names as MindSpore's primitive declares them, written when given;
   /// input_names covers the tensor inputs and then const_inputs.
+  ///@{
   std::vector<std::string> input_names;
   std::vector<std::string> output_names;
+  ///@}
+  /// The attributes whose MindIR spelling differs from a plain kAsIs.
   std::vector<MindIRAttr> attrs;
+  /// The attributes computed at export (MindIRDerivedAttr), written after the primitive's own.
   std::vector<MindIRDerivedAttr> derived;
 
+  /// True when the op is written to and read from MindIR (absent_because is empty).
   bool supported() const { return absent_because.empty(); }
   /// The encoding of attribute `attr` (kAsIs when not listed).
   MindIRAttrEncoding encoding(std::string_view attr) const {
@@ -175,17 +192,19 @@ struct MindIRForm {
   }
 };
 
+/// Everything about one op (one primitive): its schema, inference, traits, bprop rule, MindIR
+/// form and flop count. Registered once in the Registry.
 struct OpDef {
   std::string name;               ///< MindSpore's primitive name
-  std::vector<AttrSpec> attrs;
+  std::vector<AttrSpec> attrs;    ///< the attribute schema
   int num_inputs = 1;             ///< -1: variadic (at least min_inputs)
-  int min_inputs = 0;
+  int min_inputs = 0;             ///< the fewest inputs of a variadic op (num_inputs -1)
   int num_outputs = 1;            ///< >1: a tuple of that many tensors; -1: set by attributes
-  Trait trait = Trait::kOpaque;
+  Trait trait = Trait::kOpaque;   ///< what the fusion pass and the scheduler know of it
   /// Which dtype keys the op's kernels: the dtype of this input (after flattening tuples), or of
   /// the first output when -1 (for ops whose inputs are all indices or conditions).
   int kernel_dtype_from = 0;
-  InferFn infer;
+  InferFn infer;                  ///< the shape/dtype inference rule (required)
   BpropFn bprop;                  ///< empty when not differentiable
   std::string not_differentiable_because;  ///< required when bprop is empty
   std::string summary;            ///< one line for `loom ops` and docs/ops.md
@@ -204,6 +223,7 @@ struct OpDef {
   FlopsFn flops;
 };
 
+/// The registry of ops: one OpDef per primitive name.
 class Registry {
  public:
   /// The registry holding every built-in op (filled on first use).
@@ -216,6 +236,7 @@ class Registry {
   /// Adds an op; throws InternalError on a duplicate name, a missing infer, or a missing
   /// bprop without a reason.
   void add(OpDef def);
+  /// The op named `name`, or nullptr when none is registered.
   const OpDef* find(std::string_view name) const;
   /// Throws ValueError("ops: expected a registered op, got 'Foo'") when absent.
   const OpDef& get(std::string_view name) const;
@@ -234,7 +255,9 @@ PrimitivePtr make_op(std::string_view name, Primitive::Attrs attrs = {});
 AbstractPtr infer(const Primitive& prim, std::span<const AbstractPtr> inputs,
                   std::string_view where = {});
 
-/// The registered families; each lives in its own file of ops/ (called by Registry::global()).
+/// The registered families; each lives in its own file of ops/ (called when the global registry
+/// is first built) and adds its ops to `r`.
+///@{
 void register_structural_ops(Registry& r);
 void register_math_ops(Registry& r);
 void register_activation_ops(Registry& r);
@@ -246,12 +269,13 @@ void register_reduce_ops(Registry& r);
 void register_optimizer_ops(Registry& r);
 void register_fused_ops(Registry& r);
 void register_comm_ops(Registry& r);
+///@}
 
 /// One step of a FusedElementwise program (ops/fused_ops.cc): `op` applied to operands, each
 /// an input index (< num_inputs) or num_inputs + the index of an earlier step.
 struct FusedStep {
-  std::string op;
-  std::vector<std::size_t> operands;
+  std::string op;                     ///< the elementwise op's name
+  std::vector<std::size_t> operands;  ///< its operands, as input or step indices (FusedStep)
 };
 
 /// `def` marked fusable (OpDef::fusable), for registrations: r.add(fusable(binary(...))).

@@ -2,14 +2,14 @@
 /// Data parallelism over MPI (MindSpore's communication.init / get_rank / get_group_size and
 /// DistributedGradReducer; PyTorch's DistributedDataParallel).
 ///
-///   parallel::init(&argc, &argv);                 // size 1 without mpirun, or in a build without MPI
-///   random::seed_all(1);                         // the same seed on every rank
-///   nn::Model model(net, loss, nn::OptimizerSpec{.learning_rate = 0.01});
-///   // (resume: restore the checkpoint on every rank — or on rank 0 only — before this line)
-///   parallel::setup_data_parallel(model, parallel::world());   // reducer + broadcast from rank 0
-///   auto ds = parallel::shard_for_rank(data->shuffle(), parallel::world())->batch(16);
-///   model.train(epochs, ds, {&ckpt_callback_on_rank0_only, &summary_in_rank_dir});
-///   parallel::finalize();
+///     parallel::init(&argc, &argv);  // size 1 without mpirun, or in a build without MPI
+///     random::seed_all(1);           // the same seed on every rank
+///     nn::Model model(net, loss, nn::OptimizerSpec{.learning_rate = 0.01});
+///     // (resume: restore the checkpoint on every rank — or on rank 0 only — before this line)
+///     parallel::setup_data_parallel(model, parallel::world());  // reducer + broadcast from rank 0
+///     auto ds = parallel::shard_for_rank(data->shuffle(), parallel::world())->batch(16);
+///     model.train(epochs, ds, {&ckpt_callback_on_rank0_only, &summary_in_rank_dir});
+///     parallel::finalize();
 ///
 /// Ranks, size, communicator. init() calls MPI_Init_thread (MPI_THREAD_SERIALIZED) when the build
 /// has MPI (CMake option LOOM_MPI, default ON when MPI is found) and MPI is not initialised yet;
@@ -76,6 +76,7 @@ namespace loom::parallel {
 /// True when this build has MPI (LOOM_MPI on and MPI found).
 bool built_with_mpi();
 
+/// The options of init().
 struct InitOptions {
   /// The watchdog's bound on one reduction (seconds); LOOM_PARALLEL_TIMEOUT overrides it.
   double timeout_seconds = 120;
@@ -88,6 +89,7 @@ void init(int* argc = nullptr, char*** argv = nullptr, const InitOptions& option
 /// Finishes outstanding reductions, stops the communication thread and calls MPI_Finalize when
 /// init() called MPI_Init. Idempotent; also run at exit.
 void finalize();
+/// Whether init() has run (and finalize() has not since).
 bool initialized();
 int rank();  ///< 0 before init()
 int size();  ///< 1 before init()
@@ -95,18 +97,25 @@ int size();  ///< 1 before init()
 /// One in-flight collective: what AllReduceStart hands to the communication thread.
 struct PendingReduce;
 
+/// The ranks of the job and their collectives. Only the world communicator exists (world()).
+/// broadcast, broadcast_bytes, all_gather and barrier first wait until the queued bucket
+/// reductions are done, so the collectives run in the same order on every rank.
 class Communicator {
  public:
+  /// This process's rank, 0 ... size() - 1.
   int rank() const { return rank_; }
+  /// The number of ranks.
   int size() const { return size_; }
 
   /// In place: t takes rank root's value on every rank (same dtype and shape everywhere).
   void broadcast(Tensor& t, int root = 0);
+  /// In place: `bytes` takes rank root's value (and length) on every rank.
   void broadcast_bytes(std::string& bytes, int root = 0);
   /// Blocking all-reduce in place: sum, or mean when mean is true; deterministic as above.
   void all_reduce(Tensor& t, bool mean, bool deterministic);
   /// Every rank's value of x, in rank order.
   std::vector<std::uint64_t> all_gather(std::uint64_t x);
+  /// Returns once every rank has called it.
   void barrier();
   /// Ends the job (all ranks) with a message naming this rank.
   [[noreturn]] void abort(const std::string& message);
@@ -121,10 +130,16 @@ class Communicator {
   /// measurements: the same bytes, no concurrency with the backward pass). Set before the first
   /// start; the same on every rank.
   void set_overlap(bool on) { overlap_ = on; }
+  /// Whether the reductions overlap the backward pass (the default; off when MPI lacks
+  /// MPI_THREAD_SERIALIZED).
   bool overlap() const { return overlap_; }
-  /// Seconds the waits spent blocked (summed since the last reset), and the number of reductions.
+  /// Seconds the waits spent blocked (summed since the last reset), and the number of reductions
+  /// started (never reset).
+  ///@{
   double wait_seconds() const { return wait_seconds_; }
   std::int64_t num_reductions() const { return next_id_; }
+  ///@}
+  /// Sets wait_seconds() back to 0.
   void reset_wait_seconds() { wait_seconds_ = 0; }
 
   /// Tracing (the profiler, debug/profiler.h): each bucket reduction is reported by the thread
@@ -133,9 +148,12 @@ class Communicator {
   /// previous sink is no longer called. Without a sink a reduction pays one atomic load.
   struct TraceSink {
     virtual ~TraceSink() = default;
+    /// Called when a reduction ends: its id, its bytes (this rank's tensors), its start and end
+    /// (steady_clock nanoseconds) and whether the communication thread ran it.
     virtual void reduction(std::int64_t id, std::size_t bytes, std::int64_t begin_ns,
                            std::int64_t end_ns, bool on_communication_thread) = 0;
   };
+  /// Reports the reductions to `sink` from now on (nullptr: to none); not owned.
   void set_trace(TraceSink* sink);
 
   struct Impl;
@@ -155,12 +173,13 @@ class Communicator {
 /// The world communicator (init() first; before it, a size-1 communicator).
 Communicator& world();
 
+/// The options of make_gradient_reducer.
 struct ReducerOptions {
   /// Bucket capacity in bytes (PyTorch DDP's bucket_cap_mb = 25, MindSpore's fusion buckets).
   std::size_t bucket_bytes = 25u << 20;
   /// Fixed-order reduction (allgather + rank-ordered sum); default: random::deterministic_mode().
   std::optional<bool> deterministic;
-  bool mean = true;
+  bool mean = true;  ///< the mean over the ranks; false: their sum
 };
 
 /// The all-reduce inserted between autodiff and the update (TrainOneStepCell::set_gradient_reducer).
@@ -175,8 +194,9 @@ std::vector<std::vector<std::size_t>> plan_buckets(const std::vector<std::size_t
                                                    const std::vector<DType>& dtypes,
                                                    std::size_t bucket_bytes);
 
+/// The options of setup_data_parallel.
 struct DataParallelOptions {
-  ReducerOptions reducer;
+  ReducerOptions reducer;  ///< for the gradient reducer it sets
 };
 
 /// Everything a training loop needs (for the training library and users): sets the gradient
@@ -185,10 +205,12 @@ struct DataParallelOptions {
 /// The Model version also sets the Model's reducer: metrics and epoch losses are summed over the
 /// ranks (fixed order). Call before the first step, after any restore. Size 1: does nothing (no
 /// reducer is set, nothing is broadcast).
+///@{
 void setup_data_parallel(nn::TrainOneStepCell& cell, Communicator& comm,
                          const DataParallelOptions& options = {});
 void setup_data_parallel(nn::Model& model, Communicator& comm,
                          const DataParallelOptions& options = {});
+///@}
 /// Broadcasts every parameter of cell from rank 0 (in place).
 void broadcast_parameters(nn::Cell& cell, Communicator& comm);
 

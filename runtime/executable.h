@@ -2,9 +2,9 @@
 /// The compiled runtime: a first-order, inferred FuncGraph turned once into a flat list of kernel
 /// launches over numbered buffers, with a static memory plan (runtime/memory_plan.h).
 ///
-///   std::unique_ptr<Executable> exe = compile(*module.entry());
-///   Value y = exe->run({Value::tensor(x)});          // equals runtime::interpret, bitwise
-///   exe->peak_bytes();                                // the planned arena
+///     std::unique_ptr<Executable> exe = compile(*module.entry());
+///     Value y = exe->run({Value::tensor(x)});          // equals runtime::interpret, bitwise
+///     exe->peak_bytes();                                // the planned arena
 ///
 /// compile() looks every kernel up once (by op and OpDef::kernel_dtype_from's dtype), resolves the
 /// structural ops (MakeTuple, TupleGetItem, Depend, StopGradient) into buffer aliasing, turns
@@ -17,10 +17,11 @@
 /// branch's Executable on the argument values and copies the result leaves (tuples flattened, in
 /// order) into its own planned output buffers; a While runs cond's Executable on the state, then
 /// body's, until cond is false, bounded by CompileOptions::max_loop_iterations (a ValueError, not
-/// a hang; the interpreter's limit by default), and copies the final state's leaves out. A sub-Executable that cannot be flattened runs
-/// the interpreter itself. Graphs the compiler does not handle (graph calls, non-tensor parameters,
-/// If / While with graph-valued parameters, recursion through control flow, or outputs whose
-/// shapes are not known) run through the interpreter instead: interpreted() says so.
+/// a hang; the interpreter's limit by default), and copies the final state's leaves out. A
+/// sub-Executable that cannot be flattened runs the interpreter itself. Graphs the compiler does
+/// not handle (graph calls, non-tensor parameters, If / While with graph-valued parameters,
+/// recursion through control flow, or outputs whose shapes are not known) run through the
+/// interpreter instead: interpreted() says so.
 ///
 /// Buffers: every planned intermediate is a view (Tensor::view) at its planned offset in one arena
 /// of peak_bytes(), allocated once and reused by every run; a buffer is zero-filled before the
@@ -62,9 +63,10 @@ namespace loom::runtime {
 /// larger size and leaves it here for the next (a plan keeps the memory it took). Nested plans
 /// (If / While) never share: they run inside their parent's run.
 struct SharedArena {
-  std::shared_ptr<Storage> storage;
+  std::shared_ptr<Storage> storage;  ///< the shared memory (null until a plan first runs)
 };
 
+/// How compile() builds a plan.
 struct CompileOptions {
   /// (output leaf index, parameter index): the output leaf (outputs flattened in order) is
   /// written into that parameter's argument tensor.
@@ -81,23 +83,27 @@ struct CompileOptions {
   /// Run the graph through the reference interpreter instead of a plan (PyNative mode; the
   /// observers and donations behave the same).
   bool interpret = false;
-  PlanStrategy strategy = PlanStrategy::kSmallerOfBoth;
+  PlanStrategy strategy = PlanStrategy::kSmallerOfBoth;  ///< how the memory plan places buffers
   /// A compiled While running more iterations than this is a ValueError, not a hang (the
   /// interpreter's default limit; nested plans inherit it).
   std::int64_t max_loop_iterations = 10'000'000;
 };
 
+/// A compiled plan: kernel launches over numbered buffers with a static memory plan, or an
+/// interpreted graph (runtime/executable.h).
 class Executable {
  public:
-  struct Control;  ///< an If / While launch's nested plans and argument trees (executable.cc)
+  /// An If / While launch's nested plans and argument trees (defined in executable.cc).
+  struct Control;
+  /// One launch of the plan: a kernel on buffers, or a control launch (If / While).
   struct Launch {
-    const backend::KernelDef* kernel = nullptr;
-    ir::PrimitivePtr prim;
+    const backend::KernelDef* kernel = nullptr;  ///< the kernel (null for a control launch)
+    ir::PrimitivePtr prim;             ///< the node's primitive
     std::vector<std::size_t> inputs;   ///< buffer ids
     std::vector<std::size_t> outputs;  ///< buffer ids
-    std::string name;
+    std::string name;   ///< the node's name
     std::string label;  ///< ir::cnode_labels: the node in its graph's IR text
-    ir::DebugInfo debug;
+    ir::DebugInfo debug;  ///< the node's debug info (scope, source line, role)
     std::shared_ptr<const void> state;  ///< the kernel's Prepared::state
     std::ptrdiff_t workspace = -1;      ///< the buffer of its Prepared::workspace_bytes, if any
     std::vector<bool> fresh;  ///< per output: this launch writes the buffer first (allocates it)
@@ -108,10 +114,11 @@ class Executable {
   };
   /// kWorkspace: a kernel's scratch memory, planned like an intermediate, live for its launch.
   enum class BufferKind { kParameter, kConstant, kIntermediate, kWorkspace };
+  /// One buffer of the plan; a buffer id is its index in buffers().
   struct Buffer {
-    BufferKind kind;
-    DType dtype;
-    Shape shape;
+    BufferKind kind;        ///< what the buffer holds
+    DType dtype;            ///< its element type
+    Shape shape;            ///< its shape
     std::size_t param = 0;  ///< kParameter: which graph parameter
     Tensor value;           ///< kConstant: the data; kIntermediate: the cached tensor
   };
@@ -122,28 +129,39 @@ class Executable {
   /// Throws ValueError when an argument's dtype or shape differs from the compiled signature.
   ir::Value run(std::vector<ir::Value> args);
 
+  /// True when the graph runs through the interpreter instead of a plan.
   bool interpreted() const { return fallback_ != nullptr; }
   /// The nested plans of the If / While launches, per branch / cond / body graph.
   const std::map<const ir::FuncGraph*, std::unique_ptr<Executable>>& nested() const { return subs_; }
+  /// The launches, in the order a run makes them.
   const std::vector<Launch>& launches() const { return launches_; }
+  /// Every buffer, by buffer id.
   const std::vector<Buffer>& buffers() const { return buffers_; }
+  /// The memory plan of the planned buffers (planned_buffers()).
   const MemoryPlan& plan() const { return plan_; }
   /// Lifetimes of the planned buffers (plan().offsets[i] belongs to planned_buffers()[i]).
   const std::vector<BufferLife>& lives() const { return lives_; }
+  /// The ids of the buffers the memory plan places (intermediates and workspaces), in plan order.
   const std::vector<std::size_t>& planned_buffers() const { return planned_; }
+  /// The arena's size in bytes (plan().peak_bytes).
   std::size_t peak_bytes() const { return plan_.peak_bytes; }
   /// Σ (rounded) bytes of every tensor a launch writes: the memory without any reuse, as eager
   /// execution allocates it. plan().sum_bytes is the sum over the planned buffers (after in-place
   /// merging), the footprint without the arena's sharing.
   std::size_t sum_of_intermediate_bytes() const { return sum_intermediates_; }
+  /// How many elementwise launches write their output into a dying input.
   std::size_t num_in_place() const { return num_in_place_; }
+  /// How many donated outputs are written straight into their argument tensor.
   std::size_t donations_in_place() const { return donations_in_place_; }
+  /// How many donated outputs are copied into their argument tensor after the run.
   std::size_t donation_copies() const { return donation_copies_.size(); }
 
   /// The observers called around every launch (runtime/observer.h), also by the nested plans (at
   /// depth + 1) and by an interpreted graph; null or empty: none, at the cost of one branch.
   void set_observers(std::shared_ptr<const ObserverList> observers, int depth = 0);
+  /// The name of the compiled graph.
   const std::string& graph_name() const { return graph_name_; }
+  /// The backend the plan runs on.
   backend::Backend& backend() const { return *backend_; }
 
  private:
@@ -207,9 +225,12 @@ class Executable {
 
 /// Compiles `graph` (inferring it first when a node lacks an abstract). The Executable keeps its
 /// primitives and constants; it does not refer to the Module afterwards, except an interpreted()
-/// one, which runs the graph itself.
+/// one, which runs the graph itself. The second form compiles for the CPU backend with the
+/// default options.
+///@{
 std::unique_ptr<Executable> compile(const ir::FuncGraph& graph, backend::Backend& b,
                                     const CompileOptions& options = {});
-std::unique_ptr<Executable> compile(const ir::FuncGraph& graph);  ///< on the CPU backend
+std::unique_ptr<Executable> compile(const ir::FuncGraph& graph);
+///@}
 
 }  // namespace loom::runtime

@@ -4,7 +4,7 @@
 /// the oracle the compiled runtime must agree with, and the executor of PyNative-style
 /// debugging.
 ///
-///   Value y = interpret(*module.entry(), {Value::tensor(x)});
+///     Value y = interpret(*module.entry(), {Value::tensor(x)});
 ///
 /// Parameters beyond the given arguments take their default value (weights); a missing argument
 /// without a default is a ValueError naming the parameter.
@@ -24,6 +24,7 @@ class CNode;
 
 namespace loom::runtime {
 
+/// Limits and hooks of one interpret() call.
 struct InterpretOptions {
   /// Deeper graph-call nesting (runaway recursion) is an error, not a stack overflow.
   int max_call_depth = 2000;
@@ -34,9 +35,12 @@ struct InterpretOptions {
   /// Called around every kernel launch, If and While (runtime/observer.h): the events of a
   /// compiled plan, at `depth` (+1 inside each If / While).
   const ObserverList* observers = nullptr;
-  int depth = 0;
+  int depth = 0;  ///< the depth of the graph's own events (a nested plan's: its parent's + 1)
 };
 
+/// Evaluates `graph` on `args` and returns its output. Throws ValueError for too many arguments,
+/// a missing one without a default, nesting beyond max_call_depth or a While beyond
+/// max_loop_iterations, and the errors of the ops it runs.
 ir::Value interpret(const ir::FuncGraph& graph, const std::vector<ir::Value>& args,
                     const InterpretOptions& options = {});
 

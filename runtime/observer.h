@@ -5,13 +5,15 @@
 /// before and after every kernel launch of the step, the launches of nested If / While plans and
 /// of graphs that run through the interpreter included, in execution order.
 ///
-///   class Count : public runtime::Observer {
-///    public:
-///     void after_launch(const runtime::LaunchEvent& e) override { ++launches[std::string(e.op)]; }
-///     std::map<std::string, int> launches;
-///   };
-///   auto count = std::make_shared<Count>();
-///   train_step.add_observer(count);
+///     class Count : public runtime::Observer {
+///      public:
+///       void after_launch(const runtime::LaunchEvent& e) override {
+///         ++launches[std::string(e.op)];
+///       }
+///       std::map<std::string, int> launches;
+///     };
+///     auto count = std::make_shared<Count>();
+///     train_step.add_observer(count);
 ///
 /// What an event says: the node's op, name, Cell scope and source line; its role (forward,
 /// backward with the scope of the forward node it differentiates, optimizer); its input and
@@ -39,6 +41,7 @@
 
 namespace loom::runtime {
 
+/// One kernel launch (or If / While launch), as before_launch and after_launch see it.
 struct LaunchEvent {
   std::size_t index;        ///< position in its plan's launch order (or graph's evaluation order)
   int depth;                ///< 0 for the function's own launches, +1 inside each If / While
@@ -46,7 +49,9 @@ struct LaunchEvent {
   std::string_view op;      ///< the primitive's name
   std::string_view name;    ///< the node's name ("" when unnamed)
   const ir::DebugInfo& debug;  ///< scope, file, line, role, forward
-  std::span<const Tensor> inputs;
+  std::span<const Tensor> inputs;   ///< the launch's input tensors (tuples flattened)
+  /// The launch's output tensors (tuples flattened); empty in before_launch for a graph that runs
+  /// through the interpreter.
   std::span<const Tensor> outputs;
   std::int64_t elapsed_ns;  ///< after_launch: the launch's wall time; before_launch: -1
   /// The node's label in its graph's IR text (ir::cnode_labels: "%3" prints as "3"): the same in
@@ -66,22 +71,33 @@ struct RunEvent {
   const ir::Value* result;          ///< run_end: the program's output; run_begin: null
 };
 
+/// Code that watches a compiled function run (runtime/observer.h); every hook does nothing unless
+/// overridden.
 class Observer {
  public:
   virtual ~Observer() = default;
   /// Around each run of a program (runtime::CompiledFunction::run). run_end is not called when a
   /// launch throws.
+  ///@{
   virtual void run_begin(const RunEvent& event) {}
   virtual void run_end(const RunEvent& event) {}
+  ///@}
+  /// Around each launch, in execution order; after_launch's event carries the launch's time.
+  ///@{
   virtual void before_launch(const LaunchEvent& event) {}
   virtual void after_launch(const LaunchEvent& event) {}
-  /// True when after_launch reads the launch's inputs (see above).
+  ///@}
+  /// True when after_launch reads the launch's inputs: the function is then compiled without
+  /// in-place reuse, so that they stay intact.
   virtual bool needs_intact_inputs() const { return false; }
 };
 
+/// Observers, called in order.
 using ObserverList = std::vector<std::shared_ptr<Observer>>;
 
-/// Calls every observer of `list` in order.
+/// Calls every observer of `list` in order: its before_launch, after_launch, run_begin or
+/// run_end hook.
+///@{
 inline void notify_before(const ObserverList& list, const LaunchEvent& e) {
   for (const auto& o : list) o->before_launch(e);
 }
@@ -94,11 +110,16 @@ inline void notify_run_begin(const ObserverList& list, const RunEvent& e) {
 inline void notify_run_end(const ObserverList& list, const RunEvent& e) {
   for (const auto& o : list) o->run_end(e);
 }
+///@}
 
 /// Process-wide default observers: every runtime::CompiledFunction made afterwards starts with
-/// them (a context setting such as debug::set_check_numerics). Thread-safe.
+/// them (a context setting such as debug::set_check_numerics). Thread-safe. add_default_observer
+/// throws ValueError for a null observer.
 void add_default_observer(std::shared_ptr<Observer> observer);
+/// Removes `observer` from the defaults (functions made before keep it); nothing when it is not
+/// one. Thread-safe.
 void remove_default_observer(const Observer* observer);
+/// A copy of the current default observers. Thread-safe.
 ObserverList default_observers();
 
 }  // namespace loom::runtime

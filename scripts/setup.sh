@@ -21,6 +21,8 @@ packages=(
   # test tools: FileCheck for .ir pass tests, clang + libFuzzer for fuzz targets, venv for the
   # interoperability tests' Python environments (TensorBoard, MindSpore from PyPI)
   llvm-14-tools clang libclang-rt-14-dev python3-venv
+  # Doxygen: the C++ API reference (docs/api)
+  doxygen
   # Graphviz: the .dot files of save_graphs rendered in the tests
   graphviz
   # NumPy for the tests that read dumps and .npy files as a user's script would; PyTorch and

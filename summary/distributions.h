@@ -32,16 +32,16 @@ struct DistributionSelection {
 /// A tensor's values at the step: float32 as is, any other dtype as doubles (the histogram
 /// converts them so anyway).
 struct ValuesCopy {
-  std::vector<float> f;
-  std::vector<double> d;
-  bool float32 = false;
+  std::vector<float> f;     ///< the values of a Float32 tensor
+  std::vector<double> d;    ///< the values of a tensor of any other dtype
+  bool float32 = false;     ///< true: f holds the values; false: d
   void assign(const Tensor& t);  ///< reuses the vectors' storage
 };
 
 /// One collected step's inputs. Reused from step to step (the copies keep their storage).
 struct StepValues {
-  std::shared_ptr<const DistributionSelection> selection;
-  std::int64_t step = 0;
+  std::shared_ptr<const DistributionSelection> selection;  ///< what was taken
+  std::int64_t step = 0;                                   ///< the global step
   std::vector<ValuesCopy> params;  ///< per selection->params
   std::vector<Tensor> gradients;   ///< per selection->gradient_names; empty without gradients
 

@@ -8,11 +8,11 @@
 /// never depends on the idle thread being scheduled: when the machine has no idle time (another
 /// process keeps both cores busy), the caller does the work itself, at its own priority.
 ///
-///   IdleWorker idle;
-///   auto job = idle.post([&] { ... });   // runs on the idle thread, or below
-///   idle.run_oldest(4);                  // here: the oldest jobs not started, until <= 4 are left
-///   job->wait();                         // until it is done (by whichever thread)
-///   idle.finish_all();                   // here: every job not started, then wait for the rest
+///     IdleWorker idle;
+///     auto job = idle.post([&](bool) {...});  // runs on the idle thread, or below
+///     idle.run_oldest(4);                     // here: the oldest jobs not started, till <= 4 left
+///     job->wait();                            // until it is done (by whichever thread)
+///     idle.finish_all();                      // here: jobs not started, then wait for the rest
 ///
 /// A job's function gets `on_idle_thread`: true on the idle thread, false on a caller (which may
 /// then use the kernels' thread pool; the idle thread must not: a parallel_for from it would hold
@@ -33,13 +33,17 @@
 
 namespace loom::summary {
 
+/// Runs posted jobs on its idle-priority thread, or on the callers that need them done (see
+/// above).
 class IdleWorker {
  public:
+  /// A posted job, shared by the worker and the poster.
   class Job {
    public:
-    /// Only while its IdleWorker lives (the job waits on the worker's lock).
-    /// Blocks until the job ran (on any thread); rethrows what it threw.
+    /// Blocks until the job ran (on any thread); rethrows what it threw. Only while its
+    /// IdleWorker lives (the job waits on the worker's lock), as done().
     void wait();
+    /// Whether the job has run (on any thread).
     bool done() const;
 
    private:
@@ -55,6 +59,7 @@ class IdleWorker {
   IdleWorker(const IdleWorker&) = delete;
   IdleWorker& operator=(const IdleWorker&) = delete;
 
+  /// Queues `fn` as the newest job and returns it; `fn` gets whether it runs on the idle thread.
   std::shared_ptr<Job> post(std::function<void(bool on_idle_thread)> fn);
   /// Jobs posted and not yet done.
   std::size_t unfinished() const;

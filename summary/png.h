@@ -19,8 +19,12 @@ std::string encode_png(const std::uint8_t* pixels, int width, int height, int ch
 /// is not, else HWC.
 enum class ImageLayout { kAuto, kCHW, kHWC };
 
+/// An 8-bit image, as image_from_tensor makes it.
 struct Image8 {
+  /// The rows, the columns and the samples per pixel (1 gray, 3 RGB, 4 RGBA).
+  ///@{
   int height = 0, width = 0, channels = 0;
+  ///@}
   std::vector<std::uint8_t> pixels;  ///< HWC
 };
 

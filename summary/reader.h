@@ -13,11 +13,13 @@
 
 namespace loom::summary {
 
+/// One record of an event file.
 struct EventRecord {
   std::uint64_t offset = 0;  ///< of the record's first byte in the file
-  tb::Event event;
+  tb::Event event;           ///< its payload, parsed
 };
 
+/// What read_event_file_checked read from a file.
 struct EventFileContents {
   std::vector<EventRecord> records;  ///< every good record before the first bad one
   /// Set when the file is corrupt or truncated: "<path>: record at offset <R>: <what>" where what
@@ -41,14 +43,14 @@ std::vector<std::string> list_event_files(const std::string& dir);
 /// kind and last value; then the errors. Returns 0 when every record of every file is good, 1
 /// otherwise (the good records before a bad one are still shown).
 ///
-///   events.out.tfevents.1700000000.host.42.0: 14 records, steps 0..10
-///     scalar     loss                  step 10  0.25
-///     histogram  fc.weight             step 10  num 12 min -0.5 max 0.5 mean 0.01
-///     image      input                 step 1   28x28x1 PNG 345 bytes
-///     text       note                  step 0   "hello"
-///     hparams    _hparams_/session_start_info  step 0  batch_size=32 lr=0.1 model="LeNet5"
-///     graph      (graph_def)           step 0   12 nodes
-///   error: <path>: record at offset 120: data CRC mismatch over bytes 132..160 (...)
+///     events.out.tfevents.1700000000.host.42.0: 14 records, steps 0..10
+///       scalar     loss                  step 10  0.25
+///       histogram  fc.weight             step 10  num 12 min -0.5 max 0.5 mean 0.01
+///       image      input                 step 1   28x28x1 PNG 345 bytes
+///       text       note                  step 0   "hello"
+///       hparams    _hparams_/session_start_info  step 0  batch_size=32 lr=0.1 model="LeNet5"
+///       graph      (graph_def)           step 0   12 nodes
+///     error: <path>: record at offset 120: data CRC mismatch over bytes 132..160 (...)
 int show(const std::string& dir, std::ostream& out);
 
 }  // namespace loom::summary

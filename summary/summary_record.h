@@ -1,18 +1,18 @@
 /// \file
 /// SummaryRecord: MindSpore's SummaryRecord for TensorBoard. One writer per run (and rank) writes
-/// one event file (events.out.tfevents.<secs>.<host>.<pid>.<n>, summary/event_writer.h) into
+/// one event file (`events.out.tfevents.<secs>.<host>.<pid>.<n>`, summary/event_writer.h) into
 /// log_dir, starting a new file past max_file_size.
 ///
-///   summary::SummaryRecord rec("runs/lenet");
-///   rec.add_scalar("loss", 0.25, step);
-///   rec.add_histogram("fc.weight", weight, step);
-///   rec.add_image("input", batch, step);          // CHW / HWC / NCHW batch, PNG-encoded
-///   rec.add_text("note", "hello", 0);
-///   rec.add_graph(*module.entry());              // name scopes from the Cell scopes
-///   rec.add_hparams({{"lr", 0.1}, {"optimizer", "Momentum"}}, {"accuracy"});
-///   rec.add_scalar("accuracy", 0.98, step);      // the hparams metric
-///   rec.end_hparams_session(true);
-///   // ~SummaryRecord flushes and closes
+///     summary::SummaryRecord rec("runs/lenet");
+///     rec.add_scalar("loss", 0.25, step);
+///     rec.add_histogram("fc.weight", weight, step);
+///     rec.add_image("input", batch, step);          // CHW / HWC / NCHW batch, PNG-encoded
+///     rec.add_text("note", "hello", 0);
+///     rec.add_graph(*module.entry());              // name scopes from the Cell scopes
+///     rec.add_hparams({{"lr", 0.1}, {"optimizer", "Momentum"}}, {"accuracy"});
+///     rec.add_scalar("accuracy", 0.98, step);      // the hparams metric
+///     rec.end_hparams_session(true);
+///     // ~SummaryRecord flushes and closes
 ///
 /// Each add_* reads its tensors at the call (a copy: a later in-place update of a weight does not
 /// change what is recorded) and queues the event; a background thread frames and writes the events
@@ -66,6 +66,7 @@ namespace loom::summary {
 
 class EventFileWriter;
 
+/// The options of a SummaryRecord.
 struct SummaryOptions {
   std::int64_t max_file_size = 0;  ///< bytes per file; 0: one file
   std::string filename_suffix;     ///< appended to each file name
@@ -75,23 +76,30 @@ struct SummaryOptions {
 /// A hyper-parameter value: a number, a string or a bool (TensorBoard's three kinds).
 class HParamValue {
  public:
+  /// A number (stored as a double) or a bool, implicitly.
   template <class T>
     requires std::is_arithmetic_v<T>
-  HParamValue(T v) {  ///< NOLINT(google-explicit-constructor)
+  HParamValue(T v) {  // NOLINT(google-explicit-constructor)
     if constexpr (std::is_same_v<T, bool>) {
       v_ = v;
     } else {
       v_ = static_cast<double>(v);
     }
   }
+  /// A string, implicitly.
+  ///@{
   HParamValue(std::string s) : v_(std::move(s)) {}  // NOLINT
   HParamValue(const char* s) : v_(std::string(s)) {}  // NOLINT
+  ///@}
+  /// The value: a double, a string or a bool.
   const std::variant<double, std::string, bool>& get() const { return v_; }
 
  private:
   std::variant<double, std::string, bool> v_;
 };
 
+/// MindSpore's SummaryRecord: writes TensorBoard events into log_dir (see above). Every add_*
+/// throws ValueError once the record is closed, and rethrows a pending write error.
 class SummaryRecord {
  public:
   /// Creates log_dir and the first event file. Throws loom::Error when it cannot.
@@ -100,19 +108,26 @@ class SummaryRecord {
   SummaryRecord(const SummaryRecord&) = delete;
   SummaryRecord& operator=(const SummaryRecord&) = delete;
 
+  /// A scalar (written as a float).
   void add_scalar(const std::string& tag, double value, std::int64_t step);
   /// Any numeric tensor, on any device (copied to the host now). NaN / ±inf values are left out
   /// of the buckets (summary/histogram.h).
   void add_histogram(const std::string& tag, const Tensor& values, std::int64_t step);
+  /// The histogram of `values`, bucketed at the call; NaN / ±inf values are left out.
   void add_histogram(const std::string& tag, std::span<const double> values, std::int64_t step);
   /// summary/png.h image_from_tensor: HW, CHW / HWC, or a batch NCHW / NHWC tiled 8 wide (a
   /// device tensor is copied to the host).
   void add_image(const std::string& tag, const Tensor& image, std::int64_t step,
                  ImageLayout layout = ImageLayout::kAuto);
+  /// A text, shown in TensorBoard's text tab.
   void add_text(const std::string& tag, const std::string& text, std::int64_t step);
+  /// A graph for TensorBoard's graph tab: a GraphDef as given, or one made from a FuncGraph or a
+  /// compiled Executable (summary/graph.h: the Cell scopes become name scopes).
+  ///@{
   void add_graph(const tb::GraphDef& graph, std::int64_t step = 0);
   void add_graph(const ir::FuncGraph& graph, std::int64_t step = 0);
   void add_graph(const runtime::Executable& exe, std::int64_t step = 0);
+  ///@}
   /// Starts an hparams session: the Experiment (every hparam with its type; every metric tag, whose
   /// values are this run's scalars of that tag) and the SessionStartInfo with the values.
   void add_hparams(const std::map<std::string, HParamValue>& hparams,
@@ -126,9 +141,14 @@ class SummaryRecord {
   /// the time of this call. `make` must own what it reads (copies of tensors).
   void add_deferred(std::function<std::vector<tb::Event>()> make);
 
+  /// Returns once every event queued before it is written to the OS; rethrows a pending write
+  /// error.
   void flush();
+  /// Writes everything queued and closes the file; a second call does nothing but rethrow a
+  /// pending write error.
   void close();
 
+  /// The directory of the event files.
   const std::string& log_dir() const { return log_dir_; }
   /// The event files written so far (full paths, in order).
   std::vector<std::string> files() const;

@@ -5,13 +5,13 @@
 /// from ordinary ops with the ops' registered bprop rules — no tape, no op names in this room.
 /// Options follow MindSpore's GradOperation:
 ///
-///   get_all=false, no weights   → d f / d(first input)
-///   get_all=true                → tuple of d f / d(each non-weight input)
-///   weights (get_by_list)       → tuple of d f / d(each listed weight parameter)
-///   both                        → (inputs tuple, weights tuple)
-///   sens_param                  → the grad graph takes one more parameter: the output gradient
-///                                 (else ones_like(output), which requires a tensor output)
-///   return_value                → (forward output, the gradients above)
+/// - get_all=false, no weights → d f / d(first input)
+/// - get_all=true → tuple of d f / d(each non-weight input)
+/// - weights (get_by_list) → tuple of d f / d(each listed weight parameter)
+/// - both → (inputs tuple, weights tuple)
+/// - sens_param → the grad graph takes one more parameter: the output gradient
+///   (else ones_like(output), which requires a tensor output)
+/// - return_value → (forward output, the gradients above)
 ///
 /// Weights are parameters of f that carry a default value; the grad graph has the same
 /// parameters as f (weights keep their defaults), plus the sensitivity when sens_param.
@@ -42,14 +42,20 @@ class Parameter;
 
 namespace loom::autodiff {
 
+/// What grad() differentiates and returns; the fields follow MindSpore's GradOperation.
 struct GradOptions {
-  bool get_all = false;
+  bool get_all = false;  ///< Gradients w.r.t. every non-weight input (a tuple), not just the first.
   std::vector<ir::Parameter*> weights;  ///< get_by_list: gradients w.r.t. these weights
   bool get_by_list = false;             ///< with an empty `weights`: every weight of f
-  bool sens_param = false;
-  bool return_value = false;
+  bool sens_param = false;  ///< The output gradient is a last, extra parameter (else ones_like).
+  bool return_value = false;  ///< Return (forward output, gradients) instead of the gradients.
 };
 
+/// A new graph in f's module computing the gradients of `f` that `options` select (as listed in
+/// the description of grad.h); f is inferred first when a node lacks an abstract. Throws
+/// ValueError for a null f, an output that is not a tensor without sens_param, weights that are
+/// not parameters of f, a request for the first input's gradient when f has only weights, or a
+/// graph used in a way the transform does not support.
 ir::FuncGraph* grad(ir::FuncGraph* f, const GradOptions& options = {});
 
 }  // namespace loom::autodiff

@@ -4,10 +4,10 @@
 /// Every intermediate value is named by a node; graphs are values; nothing is mutated except
 /// through ir::Manager (core/ir/manager.h).
 ///
-///   Parameter   a graph input, or a weight (a parameter with a default Tensor)
-///   ValueNode   a constant Value: tensor, scalar, string, tuple, Primitive, FuncGraph, None
-///   CNode       an application: input 0 is the callee (a ValueNode holding a Primitive or a
-///               FuncGraph), inputs 1..n are the arguments
+/// - Parameter: a graph input, or a weight (a parameter with a default Tensor)
+/// - ValueNode: a constant Value: tensor, scalar, string, tuple, Primitive, FuncGraph, None
+/// - CNode: an application: input 0 is the callee (a ValueNode holding a Primitive or a
+///   FuncGraph), inputs 1..n are the arguments
 ///
 /// A FuncGraph has ordered parameters and one output node (several results go through a
 /// MakeTuple). Its nodes are its parameters and the nodes reachable from its output; they use
@@ -18,12 +18,14 @@
 /// by raw pointers that stay valid as long as the Module lives. Nodes made dead by a rewrite stay
 /// allocated until the Module is destroyed.
 ///
-///   Module m;
-///   FuncGraph* g = m.add_graph("main");
-///   Parameter* x = g->add_parameter("x", Abstract::tensor(DType::kFloat32, {2, 3}));
-///   CNode* y = g->add_call(make_primitive("ReLU"), {x});
-///   g->set_output(y);
-///   m.set_entry(g);
+/// ```
+/// Module m;
+/// FuncGraph* g = m.add_graph("main");
+/// Parameter* x = g->add_parameter("x", Abstract::tensor(DType::kFloat32, {2, 3}));
+/// CNode* y = g->add_call(make_primitive("ReLU"), {x});
+/// g->set_output(y);
+/// m.set_entry(g);
+/// ```
 #pragma once
 
 #include <cstdint>
@@ -44,40 +46,51 @@ class FuncGraph;
 class Module;
 class Manager;
 
-/// Where a node came from: the Cell path that created it ("LeNet5/conv1/Conv2D") and, where
-/// known, the C++ (or Python) source location of the call.
-/// What part of a training step a node belongs to. Tracing makes forward nodes; autodiff marks
-/// the nodes it emits for a forward node's gradient as backward, naming that node; the training
-/// step marks the optimizer's update.
+/// What part of a training step a node belongs to. Tracing makes forward nodes (kForward);
+/// autodiff marks the nodes it emits for a forward node's gradient as backward (kBackward),
+/// naming that node; the training step marks the optimizer's update (kOptimizer).
 enum class Role : std::uint8_t { kForward, kBackward, kOptimizer };
-std::string_view role_name(Role role);  ///< "forward", "backward", "optimizer"
+/// The role's name: "forward", "backward" or "optimizer".
+std::string_view role_name(Role role);
 
+/// Where a node came from: the Cell path that created it ("LeNet5/conv1/Conv2D") and, where
+/// known, the C++ (or Python) source location of the call; also the node's Role.
 struct DebugInfo {
-  std::string scope;
-  std::string file;
-  int line = 0;
-  Role role = Role::kForward;
+  std::string scope;           ///< The Cell path and op ("LeNet5/conv1/Conv2D"); "" if none.
+  std::string file;            ///< The source file of the call; "" when unknown.
+  int line = 0;                ///< The source line of the call; 0 when unknown.
+  Role role = Role::kForward;  ///< The part of a training step the node belongs to.
   /// A backward node: the scope of the forward node whose gradient it computes ("" otherwise).
   std::string forward;
 
+  /// True when every field has its default value (no debug information).
   bool empty() const {
     return scope.empty() && file.empty() && line == 0 && role == Role::kForward && forward.empty();
   }
+  /// Field-by-field equality.
   bool operator==(const DebugInfo&) const = default;
 };
 
+/// A node of a FuncGraph: a Parameter, a ValueNode or a CNode. Nodes are made through their
+/// graph (FuncGraph::add_parameter, add_value, add_cnode), owned by the Module and not copyable.
 class Node {
  public:
+  /// Which class the node is: kParameter (Parameter), kValue (ValueNode), kCNode (CNode).
   enum class Kind { kParameter, kValue, kCNode };
 
   virtual ~Node() = default;
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
+  /// Which class the node is.
   Kind kind() const { return kind_; }
+  /// Kind tests: true when the node is a Parameter, a ValueNode or a CNode, as the function
+  /// names.
+  ///@{
   bool is_parameter() const { return kind_ == Kind::kParameter; }
   bool is_value() const { return kind_ == Kind::kValue; }
   bool is_cnode() const { return kind_ == Kind::kCNode; }
+  ///@}
 
   /// The graph this node was created in.
   FuncGraph* graph() const { return graph_; }
@@ -87,16 +100,21 @@ class Node {
   /// A readable name: required for parameters, optional for cnodes (the printer numbers the
   /// unnamed ones). Names are unique within a graph when the IR is well formed.
   const std::string& name() const { return name_; }
+  /// Replaces the name (uniqueness is not checked here; verify() checks it).
   void set_name(std::string name) { name_ = std::move(name); }
 
   /// The inferred abstract value; null until inference ran.
   const AbstractPtr& abstract() const { return abstract_; }
+  /// Replaces the abstract value (null clears it).
   void set_abstract(AbstractPtr abstract) { abstract_ = std::move(abstract); }
 
+  /// Where the node came from and the part of a training step it belongs to.
   const DebugInfo& debug() const { return debug_; }
+  /// Replaces the debug information.
   void set_debug(DebugInfo debug) { debug_ = std::move(debug); }
 
  protected:
+  /// A node of class `kind` in `graph`, with the Module-wide `id`.
   Node(Kind kind, FuncGraph* graph, std::uint64_t id) : kind_(kind), graph_(graph), id_(id) {}
 
  private:
@@ -108,11 +126,15 @@ class Node {
   DebugInfo debug_;
 };
 
+/// A graph input, or a weight (a parameter with a default Tensor). Made by
+/// FuncGraph::add_parameter.
 class Parameter final : public Node {
  public:
   /// A weight carries its value; graph inputs have none.
   const std::optional<Tensor>& default_value() const { return default_; }
+  /// True for a weight (the parameter has a default value).
   bool has_default() const { return default_.has_value(); }
+  /// Makes the parameter a weight with `value` as its default (replacing any previous one).
   void set_default(Tensor value) { default_ = std::move(value); }
 
  private:
@@ -121,8 +143,10 @@ class Parameter final : public Node {
   std::optional<Tensor> default_;
 };
 
+/// A constant Value in a graph. Made by FuncGraph::add_value.
 class ValueNode final : public Node {
  public:
+  /// The constant.
   const Value& value() const { return value_; }
 
  private:
@@ -132,13 +156,22 @@ class ValueNode final : public Node {
   Value value_;
 };
 
+/// An application: input 0 is the callee (a ValueNode holding a Primitive or a FuncGraph),
+/// inputs 1..n are the arguments. Made by FuncGraph::add_cnode and add_call; after creation
+/// only ir::Manager changes its inputs.
 class CNode final : public Node {
  public:
+  /// Every input, the callee first.
   const std::vector<Node*>& inputs() const { return inputs_; }
+  /// The number of inputs, the callee included.
   std::size_t size() const { return inputs_.size(); }
-  Node* input(std::size_t i) const;  ///< throws InternalError when out of range
+  /// Input `i` (0 is the callee); throws InternalError when `i` is out of range.
+  Node* input(std::size_t i) const;
+  /// Input 0, the callee.
   Node* callee() const { return input(0); }
+  /// The number of arguments (the inputs after the callee).
   std::size_t num_args() const { return inputs_.empty() ? 0 : inputs_.size() - 1; }
+  /// Argument `i`, i.e. input i + 1; throws InternalError when out of range.
   Node* arg(std::size_t i) const { return input(i + 1); }
 
   /// The callee's Primitive, or null when the callee is not a Primitive constant.
@@ -156,15 +189,21 @@ class CNode final : public Node {
   std::vector<Node*> inputs_;
 };
 
+/// A first-order function graph: ordered parameters and one output node. Made by
+/// Module::add_graph and owned by that module; not copyable.
 class FuncGraph {
  public:
   FuncGraph(const FuncGraph&) = delete;
   FuncGraph& operator=(const FuncGraph&) = delete;
 
+  /// The module that owns this graph.
   Module* module() const { return module_; }
+  /// The graph's name, unique in its module.
   const std::string& name() const { return name_; }
 
+  /// The parameters, in order.
   const std::vector<Parameter*>& parameters() const { return parameters_; }
+  /// Parameter `i`; throws InternalError when `i` is out of range.
   Parameter* parameter(std::size_t i) const;
   /// Appends a parameter. Throws ValueError when the name is empty.
   Parameter* add_parameter(std::string name, AbstractPtr abstract = nullptr);
@@ -173,10 +212,14 @@ class FuncGraph {
   ValueNode* add_value(Value value);
   /// An application; every input must be non-null (InternalError otherwise).
   CNode* add_cnode(std::vector<Node*> inputs, DebugInfo debug = {});
-  /// Shorthands: a call of a primitive / of a graph with the given arguments.
+  /// Shorthands: a call of a primitive / of a graph with the given arguments (the callee is
+  /// added as a new constant of this graph).
+  ///@{
   CNode* add_call(PrimitivePtr prim, const std::vector<Node*>& args, DebugInfo debug = {});
   CNode* add_call(FuncGraph* callee, const std::vector<Node*>& args, DebugInfo debug = {});
+  ///@}
 
+  /// The output node; null until set.
   Node* output() const { return output_; }
   /// Sets the output while the graph is being built. Once a Manager tracks the module, use
   /// Manager::set_output so that def-use edges stay consistent.
@@ -200,6 +243,8 @@ class FuncGraph {
   Node* output_ = nullptr;
 };
 
+/// Owns graphs and their nodes: every graph and node created in a module stays valid, at the
+/// same address, as long as the module lives. Not copyable.
 class Module {
  public:
   Module();
@@ -209,12 +254,14 @@ class Module {
 
   /// A new empty graph. Names are unique in a module: a taken name gets a suffix "_1", "_2"...
   FuncGraph* add_graph(std::string name);
-  FuncGraph* find_graph(std::string_view name) const;  ///< null when absent
+  /// The graph named `name`, or null when there is none.
+  FuncGraph* find_graph(std::string_view name) const;
   /// Every graph ever added, in creation order (including ones no longer reachable).
   const std::vector<FuncGraph*>& graphs() const { return graph_list_; }
 
   /// The graph a module computes; the printer starts there.
   FuncGraph* entry() const { return entry_; }
+  /// Sets the entry graph (null clears it); throws InternalError for a graph of another module.
   void set_entry(FuncGraph* graph);
 
   /// The entry (or `root`) and every graph reachable from it through graph values: root first,

@@ -9,6 +9,7 @@
 
 namespace loom {
 
+/// A kind of memory: kCPU (host memory) or kCUDA (an NVIDIA GPU's memory).
 enum class Device : std::uint8_t { kCPU, kCUDA };
 
 /// "CPU", "CUDA".

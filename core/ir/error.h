@@ -5,7 +5,9 @@
 ///
 /// Message shape: "<op or place>: expected <what>, got <actual>" followed by context lines.
 ///
-///   throw ShapeError("MatMul: expected inner dims to agree, got (2, 3) and (4, 5)");
+/// ```
+/// throw ShapeError("MatMul: expected inner dims to agree, got (2, 3) and (4, 5)");
+/// ```
 #pragma once
 
 #include <stdexcept>
@@ -16,6 +18,7 @@ namespace loom {
 /// Base of every error loom throws on purpose.
 class Error : public std::runtime_error {
  public:
+  /// An error whose what() is `message`.
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
@@ -50,8 +53,9 @@ class InternalError : public Error {
   using Error::Error;
 };
 
-/// Throws a copy of `e` — the same class among the ones above — with `context` appended to its
-/// message (" (in LeNet5/conv1)"). For adding where-information while an error passes up.
+/// Throws a copy of `e` — the same class among the ones above (a subclass defined elsewhere,
+/// such as ir::VerifyError, becomes its base here) — with `context` appended to its message
+/// (" (in LeNet5/conv1)"). For adding where-information while an error passes up.
 [[noreturn]] inline void rethrow_with_context(const Error& e, const std::string& context) {
   const std::string m = e.what() + context;
   if (dynamic_cast<const ShapeError*>(&e)) throw ShapeError(m);

@@ -10,9 +10,11 @@
 /// storage and throw TypeError for a device tensor; raw_data() and data<T>() give any tensor's
 /// address (a device address for a device tensor, for that device's kernels).
 ///
-///   Tensor t(DType::kFloat32, {2, 3});
-///   t.data<float>()[0] = 1.5f;
-///   Tensor u = Tensor::from_vector<float>({2}, {1.f, 2.f});
+/// ```
+/// Tensor t(DType::kFloat32, {2, 3});
+/// t.data<float>()[0] = 1.5f;
+/// Tensor u = Tensor::from_vector<float>({2}, {1.f, 2.f});
+/// ```
 #pragma once
 
 #include <cstddef>
@@ -27,6 +29,7 @@
 
 namespace loom {
 
+/// A tensor's dims, outermost first.
 using Shape = std::vector<std::int64_t>;
 
 /// Number of elements of a shape (1 for rank 0). Throws ValueError for a negative dim or overflow.
@@ -40,6 +43,7 @@ std::string shape_to_string(const Shape& shape);
 /// last Tensor lets go (a backend's free, or dropping the owner of wrapped outside memory).
 class Storage {
  public:
+  /// Gives back memory the storage does not own; called with the data pointer.
   using Release = std::function<void(void*)>;
 
   /// nbytes of zero-filled host memory, 64-byte aligned.
@@ -55,12 +59,19 @@ class Storage {
   static std::shared_ptr<Storage> wrap(void* data, std::size_t nbytes, Device device,
                                        std::shared_ptr<const void> owner);
 
+  /// The start of the memory (a device address for device storage).
+  ///@{
   void* data() { return data_; }
   const void* data() const { return data_; }
+  ///@}
+  /// The size in bytes.
   std::size_t nbytes() const { return nbytes_; }
+  /// The device the memory is on.
   Device device() const { return device_; }
+  /// True for host (kCPU) memory.
   bool is_host() const { return device_ == Device::kCPU; }
 
+  /// The alignment in bytes of the storage's own host allocations.
   static constexpr std::size_t kAlignment = 64;
 
  private:
@@ -71,59 +82,94 @@ class Storage {
   bool owned_ = true;
 };
 
+/// The DType of a C++ element type: `DTypeOf<float>::value == DType::kFloat32`. Defined for
+/// float, double, std::int32_t, std::int64_t, std::uint8_t and bool (Float16 and BFloat16 have no
+/// C++ element type here).
 template <typename T>
-struct DTypeOf;  ///< DTypeOf<float>::value == DType::kFloat32, defined for the C++ element types.
-template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
-template <> struct DTypeOf<std::int32_t> { static constexpr DType value = DType::kInt32; };
-template <> struct DTypeOf<std::int64_t> { static constexpr DType value = DType::kInt64; };
-template <> struct DTypeOf<std::uint8_t> { static constexpr DType value = DType::kUInt8; };
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
+struct DTypeOf;
+/// float is Float32.
+template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; /**< The DType. */ };
+/// double is Float64.
+template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; /**< The DType. */ };
+/// std::int32_t is Int32.
+template <> struct DTypeOf<std::int32_t> { static constexpr DType value = DType::kInt32; /**< The DType. */ };
+/// std::int64_t is Int64.
+template <> struct DTypeOf<std::int64_t> { static constexpr DType value = DType::kInt64; /**< The DType. */ };
+/// std::uint8_t is UInt8.
+template <> struct DTypeOf<std::uint8_t> { static constexpr DType value = DType::kUInt8; /**< The DType. */ };
+/// bool is Bool (one byte per element, 0 or 1).
+template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; /**< The DType. */ };
 
+/// A dense, contiguous, row-major tensor: a dtype, a shape and a view of reference-counted
+/// Storage. Copies share the storage; clone() makes a deep copy.
 class Tensor {
  public:
   /// An undefined tensor (no storage); defined() is false.
   Tensor() = default;
-  /// A zero-filled tensor.
+  /// A zero-filled tensor in new host storage. Throws ValueError for a negative dim or a size
+  /// that cannot fit in memory.
   Tensor(DType dtype, Shape shape);
 
   /// A tensor holding `values` (converted to dtype; bool is value != 0). Throws ValueError when
   /// values.size() differs from the shape's element count.
   static Tensor from_doubles(DType dtype, Shape shape, const std::vector<double>& values);
+  /// A tensor of dtype `DTypeOf<T>::value` holding `values`, in new host storage. Throws
+  /// ValueError when values.size() differs from the shape's element count.
   template <typename T>
   static Tensor from_vector(Shape shape, const std::vector<T>& values);
   /// A rank-0 tensor.
   static Tensor scalar(DType dtype, double value);
 
+  /// True when the tensor has storage (false for a default-constructed one).
   bool defined() const { return storage_ != nullptr; }
   /// The device of the storage (kCPU for an undefined tensor).
   Device device() const { return storage_ ? storage_->device() : Device::kCPU; }
+  /// True when the storage is host memory (also for an undefined tensor).
   bool is_host() const { return device() == Device::kCPU; }
+  /// The element type.
   DType dtype() const { return dtype_; }
+  /// The dims, outermost first.
   const Shape& shape() const { return shape_; }
+  /// The number of dims (0 for a scalar).
   std::int64_t rank() const { return static_cast<std::int64_t>(shape_.size()); }
-  std::int64_t dim(std::int64_t axis) const;  ///< negative axes count from the end
+  /// The size of dim `axis`; negative axes count from the end. Throws ValueError when `axis` is
+  /// not in [-rank(), rank()).
+  std::int64_t dim(std::int64_t axis) const;
+  /// The number of elements (1 for a scalar).
   std::int64_t numel() const { return numel_; }
+  /// The size of the elements in bytes: numel() * dtype_size(dtype()).
   std::size_t nbytes() const { return static_cast<std::size_t>(numel_) * dtype_size(dtype_); }
 
+  /// The address of the first element (a device address for a device tensor). Throws
+  /// ValueError for an undefined tensor.
+  ///@{
   void* raw_data();
   const void* raw_data() const;
+  ///@}
   /// Typed access; throws TypeError when T does not match dtype(). Float16/BFloat16 data is
   /// reached through raw_data() as uint16_t bits, or through get/set below.
+  ///@{
   template <typename T>
   T* data();
   template <typename T>
   const T* data() const;
+  ///@}
 
   /// Element i (flat index) converted to or from double, for any dtype. Slow; for tests, printing
-  /// and parsing, never for kernels. Host tensors only (TypeError otherwise).
+  /// and parsing, never for kernels. Host tensors only (TypeError otherwise); `i` is not range
+  /// checked. For integer dtypes set() truncates toward zero and saturates (NaN becomes 0); for
+  /// Bool it stores value != 0.
+  ///@{
   double get(std::int64_t i) const;
   void set(std::int64_t i, double value);
+  ///@}
+  /// Every element converted to double, in flat order (host tensors only, TypeError otherwise).
   std::vector<double> to_doubles() const;
 
   /// A deep copy in new host storage (host tensors only; a backend copies device tensors).
   Tensor clone() const;
-  /// A view of the same storage with another shape of equal element count.
+  /// A view of the same storage with another shape of equal element count; throws ShapeError
+  /// when the counts differ.
   Tensor reshape(Shape shape) const;
   /// A tensor over `storage` starting `offset` bytes in (a multiple of 64 keeps kernels' aligned
   /// loads valid). Used by the runtime to place many tensors in one planned arena. Throws
@@ -132,13 +178,17 @@ class Tensor {
                      Shape shape);
   /// True when both share one storage.
   bool shares_storage_with(const Tensor& other) const { return storage_ == other.storage_; }
+  /// The storage (null for an undefined tensor).
   const std::shared_ptr<Storage>& storage() const { return storage_; }
+  /// The number of owners of the storage (Tensors and other holders); 0 for an undefined tensor.
   long use_count() const { return storage_.use_count(); }
 
-  /// Same dtype, shape and bytes.
+  /// Same dtype, shape and bytes (two undefined tensors are equal). Host tensors only
+  /// (TypeError otherwise).
   bool bitwise_equal(const Tensor& other) const;
 
-  /// "Tensor[Float32](2, 3)" — a short description, never the values.
+  /// "Tensor[Float32](2, 3)" — a short description, never the values; a device tensor's ends
+  /// with " on CUDA", an undefined tensor is "Tensor(undefined)".
   std::string describe() const;
 
  private:
@@ -154,7 +204,7 @@ class Tensor {
 };
 
 template <typename T>
-Tensor Tensor::from_vector(Shape shape, const std::vector<T>& values) {  ///< host storage
+Tensor Tensor::from_vector(Shape shape, const std::vector<T>& values) {
   Tensor t(DTypeOf<T>::value, std::move(shape));
   t.check_size(values.size());
   T* out = t.data<T>();

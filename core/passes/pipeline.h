@@ -3,7 +3,9 @@
 /// MindIR export each take theirs from here, and `ir-opt --pipeline=NAME` runs the same text
 /// (docs/passes.md says why each pass is in or out).
 ///
-///   PassManager pm = PassManager::parse(passes::pipeline(Purpose::kTrain));
+/// ```
+/// PassManager pm = PassManager::parse(passes::pipeline(Purpose::kTrain));
+/// ```
 ///
 /// A caller may replace a pipeline for an experiment (`loom train --passes LIST`, checked like
 /// any pipeline text).
@@ -14,6 +16,7 @@
 
 namespace loom::passes {
 
+/// What a pipeline is for.
 enum class Purpose {
   kTrain,   ///< the training step: forward, gradient and update in one graph
   kEval,    ///< evaluation and prediction graphs

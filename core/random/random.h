@@ -11,10 +11,12 @@
 /// fill is chunked, or on the process. The fills here are serial (host-side initialization is
 /// small next to training); a parallel fill would give the same bits because of the addressing.
 ///
-///   seed_all(42);
-///   RandomStream s("conv1.weight");        // id = stream_id("conv1.weight"), FNV-1a 64
-///   Tensor w(DType::kFloat32, {16, 3, 3, 3});
-///   s.fill_normal(w, 0.0, 0.01);
+/// ```
+/// seed_all(42);
+/// RandomStream s("conv1.weight");        // id = stream_id("conv1.weight"), FNV-1a 64
+/// Tensor w(DType::kFloat32, {16, 3, 3, 3});
+/// s.fill_normal(w, 0.0, 0.01);
+/// ```
 ///
 /// Deterministic mode: seed_all(seed, true) also makes cpu::default_gemm() choose Eigen, whose
 /// results are bitwise the same for any thread count (OpenBLAS's are not). LOOM_GEMM, when set,
@@ -35,13 +37,17 @@ namespace loom::random {
 /// Sets the global seed (read by RandomStreams made afterwards) and deterministic mode. The
 /// initial state is seed 0, deterministic off. Thread-safe (atomics).
 void seed_all(std::uint64_t seed, bool deterministic = false);
+/// The global seed seed_all set last (0 initially).
 std::uint64_t global_seed();
+/// Whether seed_all turned deterministic mode on (off initially).
 bool deterministic_mode();
 
 /// A stable 64-bit id for a stream name: FNV-1a 64 of its bytes (the same in every process,
 /// build and platform, unlike std::hash).
 std::uint64_t stream_id(std::string_view name);
 
+/// A stream of random words: Philox-4x32-10 keyed by (seed, id), read from a word position that
+/// every draw advances (the addressing is described in random.h). Not thread-safe.
 class RandomStream {
  public:
   /// Keyed by global_seed() now and stream_id(name).
@@ -49,10 +55,13 @@ class RandomStream {
   /// Keyed explicitly.
   RandomStream(std::uint64_t seed, std::uint64_t id, std::uint64_t position = 0);
 
+  /// The seed the stream is keyed by.
   std::uint64_t seed() const { return seed_; }
+  /// The stream's id (stream_id of its name for a named stream).
   std::uint64_t id() const { return id_; }
   /// The next word position (a counter; saved and restored with a checkpoint).
   std::uint64_t position() const { return position_; }
+  /// Moves the stream to word `position` (restoring a checkpointed stream).
   void set_position(std::uint64_t position) { position_ = position; }
 
   /// n raw 32-bit words; advances the position by n.
@@ -70,11 +79,13 @@ class RandomStream {
   /// Advances by 2n. Throws ValueError unless a < b.
   std::vector<double> truncated_normal(std::int64_t n, double a = -2.0, double b = 2.0);
 
-  /// Fill a floating tensor (Float32, Float64, Float16, BFloat16; else TypeError) in flat order.
-  /// Uniform: lo + (hi − lo) u, in [lo, hi) up to the rounding to the tensor's dtype.
+  /// Fills a floating tensor (Float32, Float64, Float16, BFloat16; else TypeError) in flat order
+  /// with lo + (hi − lo) u, u from uniform(): in [lo, hi) up to the rounding to the tensor's dtype.
   void fill_uniform(Tensor& t, double lo, double hi);
+  /// Fills a floating tensor (else TypeError) in flat order with mean + std · z, z from normal().
   void fill_normal(Tensor& t, double mean, double std);
-  /// mean + std · z with z a standard normal truncated to [a, b] (bounds in units of std).
+  /// Fills a floating tensor (else TypeError) in flat order with mean + std · z, z from
+  /// truncated_normal(): a standard normal truncated to [a, b] (bounds in units of std).
   void fill_truncated_normal(Tensor& t, double mean, double std, double a = -2.0, double b = 2.0);
 
  private:

@@ -8,10 +8,12 @@
 /// decides what a Cell, a parameter and a user call site are; it tells this room through the
 /// guards below.
 ///
-///   trace::Tracer t(graph);
-///   trace::EmitterScope active(t);                    // t is trace::current() on this thread
-///   { trace::ScopeGuard cell("LeNet5"); ... }          // nodes get scope "LeNet5/<op>"
-///   ir::Parameter* w = t.weight(&param, "fc1.weight", value);
+/// ```
+/// trace::Tracer t(graph);
+/// trace::EmitterScope active(t);                    // t is trace::current() on this thread
+/// { trace::ScopeGuard cell("LeNet5"); ... }          // nodes get scope "LeNet5/<op>"
+/// ir::Parameter* w = t.weight(&param, "fc1.weight", value);
+/// ```
 #pragma once
 
 #include <string>
@@ -28,8 +30,8 @@ namespace loom::trace {
 /// A source location the user would recognise: file relative to the project root, line; file ""
 /// for none.
 struct Site {
-  std::string file;
-  int line = 0;
+  std::string file;  ///< The file, relative to the project root; "" for none.
+  int line = 0;      ///< The line in that file.
 };
 
 /// The emitter on top of this thread's stack, or null when nothing is pushed (PyNative: nn/ then
@@ -39,6 +41,7 @@ ops::Emitter* current();
 /// Pushes an emitter for the lifetime of the scope (this thread only).
 class EmitterScope {
  public:
+  /// Pushes `emitter`; the destructor pops it.
   explicit EmitterScope(ops::Emitter& emitter);
   ~EmitterScope();
   EmitterScope(const EmitterScope&) = delete;
@@ -55,6 +58,8 @@ std::size_t scope_depth();
 /// longer applies inside.
 class ScopeGuard {
  public:
+  /// Pushes `name` and, when `site` is not null, makes `*site` the current site; the destructor
+  /// pops the name and restores the sites that were current before.
   ScopeGuard(std::string name, const Site* site);
   ~ScopeGuard();
   ScopeGuard(const ScopeGuard&) = delete;
@@ -69,6 +74,7 @@ class ScopeGuard {
 /// the enclosing Cell's; a null site changes nothing.
 class OpSiteGuard {
  public:
+  /// Makes `site` the current op site unless it is null; the destructor restores the previous.
   explicit OpSiteGuard(const Site* site);
   ~OpSiteGuard();
   OpSiteGuard(const OpSiteGuard&) = delete;
@@ -86,6 +92,7 @@ bool& error_has_path();
 /// name and the current site, and which makes weights and records assignments.
 class Tracer final : public GraphEmitter {
  public:
+  /// The tracer of a top-level trace, appending to `graph`.
   explicit Tracer(ir::FuncGraph* graph) : GraphEmitter(graph) {}
   /// The tracer of a branch or loop body graph inside `parent`'s trace: its weights are the
   /// parent's nodes (the control-flow builder lifts them into parameters), and it records no
@@ -93,18 +100,22 @@ class Tracer final : public GraphEmitter {
   Tracer(ir::FuncGraph* graph, Tracer* parent) : GraphEmitter(graph), parent_(parent) {
     allow_foreign_nodes(true);
   }
+  /// The tracer of the enclosing trace; null for a top-level tracer.
   Tracer* parent() const { return parent_; }
 
   /// The graph parameter standing for the weight `key` (an nn::Parameter), made on first use:
   /// named `name`, with `value` as its default, appended after the graph's inputs.
   ir::Parameter* weight(const void* key, const std::string& name, const Tensor& value);
+  /// The keys of the weights this tracer made, in the order their parameters were appended
+  /// (empty for a branch or loop body tracer, whose weights are its parent's).
   const std::vector<const void*>& weight_order() const { return weight_order_; }
 
-  /// Assignments (state updates) recorded while tracing, in order of their first assign; a
-  /// second assign of the same key replaces the value.
+  /// Records an assignment (a state update) of `value` to `key` while tracing; a second assign
+  /// of the same key replaces the value. Throws ValueError in a branch or loop body tracer.
   void assign(const void* key, const ops::Var& value);
   /// The value assigned to `key` so far, or null.
   const ops::Var* assigned(const void* key) const;
+  /// The assignments recorded while tracing, as (key, value), in order of their first assign.
   const std::vector<std::pair<const void*, ops::Var>>& assignments() const { return assigned_; }
 
   /// The debug info a node of `op` gets now: the scope path with the op, the current site.
@@ -124,6 +135,7 @@ Tracer* current_tracer();
 /// Pushes a Tracer as the current emitter and current tracer for the lifetime of the guard.
 class TracerScope {
  public:
+  /// Pushes `tracer`; the destructor pops it and restores the previous current tracer.
   explicit TracerScope(Tracer& tracer);
   ~TracerScope();
   TracerScope(const TracerScope&) = delete;

@@ -2,14 +2,14 @@
 /// The ResNet jobs' data: the small-image layout's two datasets (32×32) and a synthetic
 /// ImageNet-shaped one (224×224) for the ImageNet layout:
 ///
-///   fashion-mnist  image (28, 28, 1) UInt8 → Pad 2 → (32, 32, 1)
-///                  [train: RandomCrop 32 with padding 2, i.e. shifts of up to ±2 pixels]
-///                  → Rescale 1/255 → Normalize(0.2190, 0.3318) → HWC2CHW → (1, 32, 32) Float32
-///   cifar10        image (32, 32, 3) UInt8
-///                  [train: RandomCrop 32 with padding 4, RandomHorizontalFlip 0.5]
-///                  → Rescale 1/255 → Normalize(mean, std per channel) → HWC2CHW → (3, 32, 32)
-///   fake-imagenet  image (3, 224, 224) Float32 generated per row (below), no transforms;
-///                  label Int32 uniform in [0, 1000); 10,000 training and 1,000 test rows
+///     fashion-mnist  image (28, 28, 1) UInt8 → Pad 2 → (32, 32, 1)
+///                    [train: RandomCrop 32 with padding 2, i.e. shifts of up to ±2 pixels]
+///                    → Rescale 1/255 → Normalize(0.2190, 0.3318) → HWC2CHW → (1, 32, 32) Float32
+///     cifar10        image (32, 32, 3) UInt8
+///                    [train: RandomCrop 32 with padding 4, RandomHorizontalFlip 0.5]
+///                    → Rescale 1/255 → Normalize(mean, std per channel) → HWC2CHW → (3, 32, 32)
+///     fake-imagenet  image (3, 224, 224) Float32 generated per row (below), no transforms;
+///                    label Int32 uniform in [0, 1000); 10,000 training and 1,000 test rows
 ///   label Int32 (); train: shuffled (a full permutation per epoch), batched with the last partial
 ///   batch dropped; test: in order, the last partial batch kept. With num_shards > 1 (data
 ///   parallelism) the rows are sharded after the shuffle, as models::DatasetOptions (zoo.h) says.
@@ -48,7 +48,7 @@
 ///   Rows are generated when asked for (a batch of 128 is 77 MB; nothing is kept), so the sizes
 ///   only set an epoch's length: 10,000 / 1,000 (78 steps of batch 128, then an evaluation)
 ///   rather than ImageNet's 1,281,167 / 50,000, because random rows teach nothing and an epoch
-///   that long only delays the evaluation; --train-samples / --test-samples cut them (take).
+///   that long only delays the evaluation; `--train-samples` / `--test-samples` cut them (take).
 ///   No augmentation: a crop or flip of noise is noise. num_samples cuts, shuffle, shard and batch
 ///   are as for the other two.
 #pragma once
@@ -60,31 +60,45 @@
 
 namespace loom::models::resnet {
 
+/// CIFAR-10's normalization: the training set's per-channel (R, G, B) pixel mean and standard
+/// deviation, pixels in [0, 1] (quoted values, see above).
+///@{
 inline constexpr double kCifar10Mean[3] = {0.4914, 0.4822, 0.4465};
 inline constexpr double kCifar10Std[3] = {0.2470, 0.2435, 0.2616};
-/// torchvision's ImageNet normalization (MindSpore's resnet dataset.py: the same × 255).
+///@}
+/// torchvision's ImageNet normalization (MindSpore's resnet dataset.py: the same × 255): the
+/// per-channel (R, G, B) mean and standard deviation, pixels in [0, 1].
+///@{
 inline constexpr double kImageNetMean[3] = {0.485, 0.456, 0.406};
 inline constexpr double kImageNetStd[3] = {0.229, 0.224, 0.225};
-inline constexpr std::int64_t kFakeImageNetTrainRows = 10'000;
-inline constexpr std::int64_t kFakeImageNetTestRows = 1'000;
-inline constexpr std::int64_t kFakeImageNetClasses = 1000;
+///@}
+inline constexpr std::int64_t kFakeImageNetTrainRows = 10'000;  ///< fake-imagenet's training rows
+inline constexpr std::int64_t kFakeImageNetTestRows = 1'000;    ///< fake-imagenet's test rows
+inline constexpr std::int64_t kFakeImageNetClasses = 1000;      ///< labels in [0, 1000)
 inline constexpr std::int64_t kFakeImageNetSize = 224;  ///< height and width
 
+/// The options of the ResNet pipelines.
 struct DatasetOptions {
-  std::string dataset = "fashion-mnist";  // or "cifar10", "fake-imagenet"
+  std::string dataset = "fashion-mnist";  ///< or "cifar10", "fake-imagenet"
   /// fashion-mnist: "" = the Debian package's files; cifar10: the directory with
   /// data_batch_1.bin ... data_batch_5.bin and test_batch.bin (required); fake-imagenet: none.
   std::string data_dir;
-  std::int64_t batch_size = 32;
+  std::int64_t batch_size = 32;  ///< rows per batch, at least 1 (local with num_shards > 1)
   std::int64_t num_samples = 0;  ///< > 0: only the first num_samples rows (take)
   /// Data parallelism: shard shard_id of num_shards (models::DatasetOptions); batch_size is local.
+  ///@{
   std::int64_t num_shards = 1;
   std::int64_t shard_id = 0;
+  ///@}
 };
 
-/// ValueError for an unknown dataset, a batch size < 1, a negative sample count, a shard outside
-/// [0, num_shards), cifar10 without a data directory or fake-imagenet with one.
+/// The training pipeline (shuffled, the last partial batch dropped; fashion-mnist and cifar10
+/// augmented) and the test pipeline (in order, the last partial batch kept), as above.
+/// ValueError for an unknown dataset, a batch size < 1, a negative sample count, a shard
+/// outside [0, num_shards), cifar10 without a data directory or fake-imagenet with one.
+///@{
 data::DatasetPtr create_train_dataset(const DatasetOptions& options);
 data::DatasetPtr create_test_dataset(const DatasetOptions& options);
+///@}
 
 }  // namespace loom::models::resnet

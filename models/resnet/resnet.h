@@ -3,10 +3,10 @@
 /// (models/official/cv/ResNet/src/resnet.py), with its parameter names, block structure and
 /// initializers, plus a small-image layout for 28×28 / 32×32 inputs.
 ///
-///   ImageNet layout (224×224):   conv1 7×7 stride 2 → bn1 → relu → 3×3 stride-2 max-pool
-///   small-image layout (32×32):  conv1 3×3 stride 1 → bn1 → relu            (no max-pool)
-///   then layer1..layer4 (SequentialCells of blocks; layer2..4 start with stride 2),
-///   ReduceMean over (H, W) with keep_dims (N, C, 1, 1) → flatten → end_point Dense(C, classes).
+///     ImageNet layout (224×224):   conv1 7×7 stride 2 → bn1 → relu → 3×3 stride-2 max-pool
+///     small-image layout (32×32):  conv1 3×3 stride 1 → bn1 → relu            (no max-pool)
+///     then layer1..layer4 (SequentialCells of blocks; layer2..4 start with stride 2),
+///     ReduceMean over (H, W) with keep_dims (N, C, 1, 1) → flatten → end_point Dense(C, classes).
 ///
 /// Blocks (MindSpore's class names):
 /// - ResidualBlockBase (ResNet-18/34, "BasicBlock", expansion 1, res_base): conv1 3×3 (stride) →
@@ -41,10 +41,10 @@
 /// trainable values (torchvision's count: neither has conv biases) plus 53,120 moving-statistic
 /// values; see num_trainable_values.
 ///
-///   random::seed_all(1);
-///   auto net = models::make_resnet(18, {.num_classes = 10, .in_channels = 1,
-///                                       .layout = models::ResNetLayout::kSmallImage});
-///   ops::Var logits = (*net)(ops::Var(ir::Value::tensor(x)));   // x (N, 1, 32, 32) Float32
+///     random::seed_all(1);
+///     auto net = models::make_resnet(18, {.num_classes = 10, .in_channels = 1,
+///                                         .layout = models::ResNetLayout::kSmallImage});
+///     ops::Var logits = (*net)(ops::Var(ir::Value::tensor(x)));   // x (N, 1, 32, 32) Float32
 #pragma once
 
 #include <cstdint>
@@ -56,23 +56,28 @@
 
 namespace loom::models {
 
+/// The stem, and so the input size the network is made for.
 enum class ResNetLayout {
   kImageNet,    ///< 7×7 stride-2 stem + 3×3 stride-2 max-pool: 224×224 → 7×7 before the pooling
   kSmallImage,  ///< 3×3 stride-1 stem, no max-pool: 32×32 → 4×4 before the pooling
 };
 
+/// ResNet's options besides the depth.
 struct ResNetOptions {
-  std::int64_t num_classes = 10;
+  std::int64_t num_classes = 10;  ///< end_point's outputs
   std::int64_t in_channels = 3;  ///< 1 for Fashion-MNIST
-  ResNetLayout layout = ResNetLayout::kImageNet;
+  ResNetLayout layout = ResNetLayout::kImageNet;  ///< the stem
 };
 
 /// ResNet-18/34's block (MindSpore's ResidualBlockBase with res_base = true).
 class ResidualBlockBase : public nn::Cell {
  public:
+  /// in_channel → out_channel, conv1 (and the down-sample convolution) carrying `stride`; a
+  /// down_sample_layer when stride is not 1 or the channels change.
   ResidualBlockBase(std::int64_t in_channel, std::int64_t out_channel, std::int64_t stride);
+  /// The block applied to x = inputs.at(0), (N, in_channel, H, W).
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
-  static constexpr std::int64_t kExpansion = 1;
+  static constexpr std::int64_t kExpansion = 1;  ///< out_channel over the inner width
 
  private:
   nn::Conv2d *conv1_, *conv2_;
@@ -85,9 +90,12 @@ class ResidualBlockBase : public nn::Cell {
 /// the first stage), the inner width is out_channel / 4.
 class ResidualBlock : public nn::Cell {
  public:
+  /// in_channel → out_channel, conv2 (and the down-sample convolution) carrying `stride`; a
+  /// down_sample_layer when stride is not 1 or the channels change.
   ResidualBlock(std::int64_t in_channel, std::int64_t out_channel, std::int64_t stride);
+  /// The block applied to x = inputs.at(0), (N, in_channel, H, W).
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
-  static constexpr std::int64_t kExpansion = 4;
+  static constexpr std::int64_t kExpansion = 4;  ///< out_channel over the inner width
 
  private:
   nn::Conv2d *conv1_, *conv2_, *conv3_;
@@ -96,6 +104,7 @@ class ResidualBlock : public nn::Cell {
   nn::SequentialCell* down_sample_layer_ = nullptr;
 };
 
+/// ResNet-18, -34, -50 or -101 of MindSpore's model zoo, as described above.
 class ResNet : public nn::Cell {
  public:
   /// depth 18, 34, 50 or 101 (ValueError otherwise, and for num_classes or in_channels < 1).
@@ -103,13 +112,18 @@ class ResNet : public nn::Cell {
   /// x (N, in_channels, H, W) → logits (N, num_classes).
   ops::Var construct(const std::vector<ops::Var>& inputs) override;
 
+  /// The depth: 18, 34, 50 or 101.
   int depth() const { return depth_; }
+  /// The options it was made with.
   const ResNetOptions& options() const { return options_; }
 
   /// Values in the trainable parameters (convolutions, BatchNorm gamma and beta, end_point) and in
   /// the moving statistics of ResNet(depth, options), computed from the architecture's formula.
+  /// ValueError for an unknown depth.
+  ///@{
   static std::int64_t num_trainable_values(int depth, const ResNetOptions& options = {});
   static std::int64_t num_moving_statistic_values(int depth);
+  ///@}
 
  private:
   int depth_;

@@ -170,14 +170,14 @@ TEST(CompareValues, MsprobesPassRuleAtItsThresholds) {
   EXPECT_STREQ(accuracy_name(Accuracy::kUnmatched), "Unmatched");
 }
 
-TEST(CompareValues, TensorStats) {
-  const TensorStats s = tensor_stats({1, -2, 3});
+TEST(CompareValues, SideStats) {
+  const SideStats s = side_stats({1, -2, 3});
   EXPECT_EQ(s.max, 3.0);
   EXPECT_EQ(s.min, -2.0);
   EXPECT_DOUBLE_EQ(s.mean, 2.0 / 3.0);
   EXPECT_DOUBLE_EQ(s.l2norm, std::sqrt(14.0));
-  EXPECT_TRUE(std::isnan(tensor_stats({1, kNaN}).max));
-  EXPECT_TRUE(std::isnan(tensor_stats({}).mean));
+  EXPECT_TRUE(std::isnan(side_stats({1, kNaN}).max));
+  EXPECT_TRUE(std::isnan(side_stats({}).mean));
 }
 
 constexpr char kOrder[] =

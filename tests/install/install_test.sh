@@ -27,6 +27,10 @@ while read -r h; do
   n=$((n + 1))
 done < <(cd "$inc" && find . -name '*.h' ! -name '*.pb.h' | sed 's|^\./||' | sort)
 echo "$n installed headers compile on their own"
+# Only the public headers: none of the kernels', passes' or CLI driver's own.
+for private in backends/cpu/gemm.h core/passes/pass.h train/run.h optim/update.h; do
+  [ ! -e "$inc/$private" ] || { echo "FAILED: $private is installed"; exit 1; }
+done
 # The consumer sees the installed headers, not the source tree's.
 cp -r "$root/tests/install/consumer" "$work/consumer"
 cmake -S "$work/consumer" -B "$work/consumer/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
