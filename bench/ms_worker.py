@@ -14,7 +14,6 @@ early once it has used --budget seconds, reporting the steps it timed.
 """
 import argparse
 import json
-import os
 import time
 
 import numpy as np
@@ -157,7 +156,7 @@ def main():
     print(json.dumps({"framework": "mindspore", "version": ms.__version__,
                       "images_per_s": [a.batch * done / elapsed], "steps_timed": done,
                       "warmup_s": warmup_s, "threads": a.threads,
-                      "omp": os.environ.get("OMP_NUM_THREADS"), "peak_rss_mib": peak_rss_mib()}))
+                      "peak_rss_mib": peak_rss_mib()}))
 
 
 if __name__ == "__main__":
