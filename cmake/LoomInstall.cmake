@@ -79,8 +79,8 @@ foreach(lib ${LOOM_DNNL_LIBRARY} ${OpenMP_CXX_LIBRARIES} ${MPI_C_LIBRARIES})
   endif()
 endforeach()
 if(LOOM_HAVE_CUDA)
-  string(APPEND LOOM_PC_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -lcublas -lcublasLt"
-         " ${LOOM_CUDNN_LIBRARY} -lrt -ldl")
+  # cuBLAS and cuDNN are loaded at their first call (backends/gpu/libraries.h), not linked.
+  string(APPEND LOOM_PC_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -lrt -ldl")
 endif()
 string(APPEND LOOM_PC_PRIVATE " -lpthread")
 # Relocatable: the prefix is found from the .pc file's own folder (--prefix at install time).

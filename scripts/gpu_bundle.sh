@@ -9,8 +9,9 @@
 #                                          (oneDNN, OpenBLAS, protobuf, Open MPI, libgomp...);
 #                                          not glibc, libstdc++ / libgcc_s, CUDA, cuBLAS, cuDNN
 #   data/fashion-mnist/*.xz                the four Fashion-MNIST files (raw IDX, xz)
-#   cuda_symbols.txt                       the cuBLAS / cuDNN functions the binaries import
-#                                          (checked against the machine's libraries there)
+#   cuda_symbols.txt                       the cuBLAS / cuDNN functions the binaries load at
+#                                          their first call (backends/gpu/libraries.h; checked
+#                                          against the machine's libraries there)
 #   required_cpu_flags.txt                 the x86 extensions the build's -march assumes
 #   MANIFEST.txt                           build, commit, sizes, SHA-256s
 #
@@ -67,8 +68,10 @@ bench=$BUILD/bin/loom_bench_train
 for f in "$loom" "$tests" "$bench"; do
   [[ -x $f ]] || { echo "gpu_bundle.sh: $f is missing (a build without CUDA?)" >&2; exit 1; }
 done
-if ! ldd "$loom" | grep -q 'libcudnn'; then
-  echo "gpu_bundle.sh: $loom does not link cuDNN: the build has no CUDA backend" >&2
+# cuBLAS and cuDNN are loaded at their first call, not linked: the CUDA backend shows in the
+# sonames the binary holds.
+if ! grep -q 'libcudnn\.so\.' "$loom"; then
+  echo "gpu_bundle.sh: $loom has no CUDA backend (no libcudnn.so in it)" >&2
   exit 1
 fi
 
@@ -131,9 +134,12 @@ for name in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-uby
 done
 
 echo "== CUDA imports, CPU flags, manifest"
-{ nm -D --undefined-only "$loom"; nm -D --undefined-only "$tests";
-  nm -D --undefined-only "$bench"; } |
-  awk '{print $NF}' | sed 's/@.*//' | grep -E '^(cudnn|cublas)' | sort -u >"$BUNDLE/cuda_symbols.txt"
+# The lists of backends/gpu/libraries.h through the preprocessor (cublasCreate is cublasCreate_v2).
+cuda_include=$(sed -n 's/^LOOM_CUDNN_INCLUDE:PATH=//p' "$BUILD/CMakeCache.txt")
+printf '#include "backends/gpu/libraries.h"\n#define LOOM_SYM(n) LOOM_SYM n\n%s\n' \
+    'LOOM_CUBLAS_FUNCTIONS(LOOM_SYM) LOOM_CUBLASLT_FUNCTIONS(LOOM_SYM) LOOM_CUDNN_FUNCTIONS(LOOM_SYM)' |
+  g++ -std=c++20 -E -P -I"$ROOT" -I"${cuda_include:-/usr/local/cuda/include}" -x c++ - |
+  tail -1 | tr ' ' '\n' | grep -E '^(cudnn|cublas)' | sort -u >"$BUNDLE/cuda_symbols.txt"
 if ((native)); then
   # x86-64-v4 (AVX-512 F/BW/CD/DQ/VL) is required; this machine's other AVX-512 and vector
   # extensions, which -march=native may have used somewhere, are listed with a '?'.
@@ -162,7 +168,7 @@ echo "== smoke test"
 mkdir -p "$tmp/unpacked/lib"
 for f in "$BUNDLE"/lib/*.xz; do xz -dc "$f" >"$tmp/unpacked/lib/$(basename "$f" .xz)"; done
 xz -dc "$BUNDLE/bin/loom.xz" >"$tmp/unpacked/loom" && chmod +x "$tmp/unpacked/loom"
-cuda_dirs=$(ldd "$loom" | awk '/libcu(blas|dnn)/ {print $3}' | xargs -r -n1 dirname | sort -u |
+cuda_dirs=$(ldconfig -p | awk '/libcu(blas|dnn)\.so/ {print $NF}' | xargs -r -n1 dirname | sort -u |
             paste -sd:)
 if LD_LIBRARY_PATH=$tmp/unpacked/lib:$cuda_dirs ldd "$tmp/unpacked/loom" | grep 'not found'; then
   echo "gpu_bundle.sh: unresolved libraries (above)" >&2

@@ -13,14 +13,12 @@
 // scratch memory is its planned workspace (Prepared::workspace_bytes), cuBLAS's and cuDNN's too.
 #pragma once
 
-#include <cublasLt.h>
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <cudnn.h>
 
 #include <cstdint>
 #include <string>
 
+#include "backends/gpu/libraries.h"  // cuBLAS, cuBLASLt and cuDNN, loaded at their first call
 #include "backends/kernel.h"
 
 namespace loom::backend::cuda {

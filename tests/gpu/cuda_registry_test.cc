@@ -5,10 +5,13 @@
 // to the CPU without a CUDA kernel fails here, before anyone reaches a GPU.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "backends/backend.h"
 #include "backends/gpu/cuda.h"
+#include "core/ir/error.h"
 
 namespace loom::backend {
 namespace {
@@ -46,6 +49,48 @@ TEST(CudaRegistry, TheCudaKernelsDeclareTheCpusFacts) {
     EXPECT_EQ(g->in_place, c->in_place);
     EXPECT_EQ(g->elementwise_in_place, c->elementwise_in_place);
     EXPECT_TRUE(g->recordable);  // every CUDA kernel can be part of a CUDA graph
+  }
+}
+
+// cuBLAS, cuBLASLt and cuDNN are loaded at their first call (backends/gpu/libraries.h), not at
+// start-up: registering the kernels above maps none of them. Their version functions need no GPU,
+// so the loading itself is checked here: the versions are the headers' (loom was built against
+// them), and a symbol a library lacks is one message naming it.
+bool mapped(const std::string& soname_prefix) {
+  std::ifstream maps("/proc/self/maps");
+  std::stringstream all;
+  all << maps.rdbuf();
+  return all.str().find("/" + soname_prefix) != std::string::npos;
+}
+
+TEST(CudaLibraries, LoadedAtTheirFirstCallOnly) {
+  cuda_registrations();
+  EXPECT_FALSE(mapped("libcublas.so.")) << "cuBLAS mapped before any call";
+  EXPECT_FALSE(mapped("libcublasLt.so."));
+  EXPECT_FALSE(mapped("libcudnn.so."));
+  EXPECT_EQ(cuda::cudnnGetVersion(), static_cast<std::size_t>(CUDNN_VERSION));
+  EXPECT_TRUE(mapped("libcudnn.so."));
+  EXPECT_FALSE(mapped("libcublasLt.so."));
+  EXPECT_EQ(cuda::cublasLtGetVersion(), static_cast<std::size_t>(CUBLAS_VERSION));
+  EXPECT_TRUE(mapped("libcublasLt.so."));
+  EXPECT_STREQ(cuda::cublasGetStatusString(CUBLAS_STATUS_NOT_INITIALIZED),
+               "the library was not initialized");
+  EXPECT_TRUE(mapped("libcublas.so."));
+}
+
+TEST(CudaLibraries, AMissingFunctionIsNamed) {
+  try {
+    cuda::library_symbol(cuda::Library::kCudnn, "cudnnNoSuchFunction");
+    FAIL() << "expected an error";
+  } catch (const InternalError& e) {
+    const std::string what = e.what();  // dlerror's text names the file it found
+    const std::string soname = cuda::library_soname(cuda::Library::kCudnn);
+    EXPECT_EQ(what.rfind("CUDA: " + soname + " has no function cudnnNoSuchFunction (", 0), 0u)
+        << what;
+    EXPECT_NE(what.find(soname + ": undefined symbol: cudnnNoSuchFunction): a version older than "
+                        "the headers loom was built with?"),
+              std::string::npos)
+        << what;
   }
 }
 
