@@ -2,10 +2,13 @@
 #include "tools/mindir_cmd.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <iostream>
 #include <map>
+#include <sstream>
+#include <stdexcept>
 
 #include "backends/backend.h"
 #include "checkpoint/checkpoint.h"
@@ -13,6 +16,7 @@
 #include "data/npy.h"
 #include "debug/dump.h"
 #include "debug/numerics.h"
+#include "debug/profiler.h"
 #include "mindir/mindir.h"
 #include "models/zoo.h"
 #include "nn/context.h"
@@ -31,12 +35,17 @@ constexpr char kExportHelp[] =
 constexpr char kRunHelp[] =
     "usage: loom run MODEL.mindir --input X.npy [--output Y.npy] [--device CPU|GPU] [--dump D]\n"
     "                [--dump-config F] [--dump-max-bytes N] [--check-numerics]\n"
+    "                [--repeat N [--warmup W]] [--profile D]\n"
     "  runs a MindIR model (loom's or MindSpore's) on a .npy array; --device runs it there\n"
     "  (MindSpore's device_target, default CPU: the weights and the input are copied to the\n"
     "  device, the result back); --dump D writes every launch's tensors in MindSpore's dump\n"
     "  layout (net_name: the file's name), --dump-config F reads MindSpore's dump\n"
     "  configuration, --check-numerics stops at the first NaN or Inf (`loom train --help`,\n"
-    "  docs/debugging.md)\n";
+    "  docs/debugging.md); --repeat N then calls the model N more times on the same input\n"
+    "  (after W untimed calls, default 10) and prints the latency of one call: the compiled\n"
+    "  model with its input in host memory, the result on the device (synchronized);\n"
+    "  --profile D records the call (with --repeat: the timed calls, whose latency then\n"
+    "  includes the profiler's) into D as `loom train --profile` does (`loom profile show D`)\n";
 constexpr char kMindirHelp[] =
     "usage: loom mindir show FILE.mindir\n"
     "  lists the inputs, outputs, ops with counts and parameters with shapes\n";
@@ -74,6 +83,42 @@ bool parse(const std::vector<std::string>& args, const std::vector<std::string>&
 }
 
 std::string shape_text(const Shape& s) { return shape_to_string(s); }
+
+// Seconds per call of `cell` on `x`, `repeat` calls after `warmup` untimed ones, each call
+// synchronized with the device (what a caller waiting for its answer sees).
+// `profiler` (or null) records each timed call as one step.
+std::vector<double> time_calls(mindir::GraphCell& cell, const Tensor& x, backend::Backend& backend,
+                               std::int64_t repeat, std::int64_t warmup,
+                               debug::Profiler* profiler) {
+  for (std::int64_t i = 0; i < warmup; ++i) cell(x);
+  backend.synchronize();
+  std::vector<double> s(static_cast<std::size_t>(repeat));
+  for (double& t : s) {
+    if (profiler) profiler->start();
+    const auto t0 = std::chrono::steady_clock::now();
+    cell(x);
+    backend.synchronize();
+    t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (profiler) profiler->stop();
+  }
+  return s;
+}
+
+void print_latency(std::vector<double> s) {
+  std::sort(s.begin(), s.end());
+  const auto at = [&](double q) {
+    return s[std::min(s.size() - 1, static_cast<std::size_t>(q * static_cast<double>(s.size())))];
+  };
+  double sum = 0;
+  for (double t : s) sum += t;
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(1);
+  o << "latency: " << s.size() << " runs, median " << at(0.5) * 1e6 << " us, min " << s[0] * 1e6
+    << " us, p90 " << at(0.9) * 1e6 << " us, mean " << sum / static_cast<double>(s.size()) * 1e6
+    << " us\n";
+  std::cout << o.str();
+}
 
 }  // namespace
 
@@ -139,13 +184,30 @@ int run_mindir_command(const std::vector<std::string>& args) {
   std::map<std::string, std::string> f;
   std::vector<std::string> pos;
   if (!parse(args, {"--input", "--output", "--device", "--dump", "--dump-config",
-                    "--dump-max-bytes"},
+                    "--dump-max-bytes", "--repeat", "--warmup", "--profile"},
              f, pos, "run", {"--check-numerics"})) {
     std::cerr << kRunHelp;
     return 2;
   }
   if (pos.size() != 1) return usage("loom run: expected one MODEL.mindir", kRunHelp);
   if (!f.count("--input")) return usage("loom run: expected --input X.npy", kRunHelp);
+  std::int64_t repeat = 0, warmup = 10;
+  for (auto [flag, value] : {std::pair{"--repeat", &repeat}, std::pair{"--warmup", &warmup}}) {
+    if (!f.count(flag)) continue;
+    try {
+      std::size_t used = 0;
+      *value = std::stoll(f[flag], &used);
+      if (used != f[flag].size() || *value < (flag == std::string("--repeat") ? 1 : 0)) {
+        throw std::invalid_argument(f[flag]);
+      }
+    } catch (const std::exception&) {
+      return usage(std::string("loom run: ") + flag + ": expected a " +
+                       (flag == std::string("--repeat") ? "positive" : "non-negative") +
+                       " integer, got '" + f[flag] + "'",
+                   kRunHelp);
+    }
+  }
+  if (f.count("--warmup") && !repeat) return usage("loom run: --warmup needs --repeat", kRunHelp);
   Device device = Device::kCPU;
   if (f.count("--device")) {
     try {
@@ -185,7 +247,16 @@ int run_mindir_command(const std::vector<std::string>& args) {
           debug::NumericsOptions{.dump_dir = dump ? dump->path : "numerics_dump",
                                  .net_name = net}));
     }
-    const Tensor y = backend::to_host(cell(data::load_npy(f["--input"])));
+    std::shared_ptr<debug::Profiler> profiler;
+    if (f.count("--profile")) {
+      profiler = std::make_shared<debug::Profiler>(debug::ProfilerOptions{
+          .output_path = f["--profile"], .model = net, .device = device});
+      cell.compiled_function().add_observer(profiler);
+    }
+    const Tensor x = data::load_npy(f["--input"]);
+    if (profiler && !repeat) profiler->start();
+    const Tensor y = backend::to_host(cell(x));
+    if (profiler && !repeat) profiler->stop();
     if (dump) std::cout << "dump: " << dump->path << "\n";
     if (f.count("--output")) {
       data::save_npy(f["--output"], y);
@@ -196,6 +267,12 @@ int run_mindir_command(const std::vector<std::string>& args) {
       const std::int64_t n = std::min<std::int64_t>(y.numel(), 10);
       for (std::int64_t i = 0; i < n; ++i) std::cout << (i ? " " : "") << y.get(i);
       std::cout << (y.numel() > n ? " ..." : "") << "\n";
+    }
+    if (repeat > 0) print_latency(time_calls(cell, x, backend, repeat, warmup, profiler.get()));
+    if (profiler) {
+      profiler->analyse();
+      std::cout << "profile: " << f["--profile"] << " (`loom profile show " << f["--profile"]
+                << "`)\n";
     }
     return 0;
   } catch (const Error& e) {

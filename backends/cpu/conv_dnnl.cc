@@ -101,11 +101,17 @@ std::int64_t pad_after(std::int64_t in, std::int64_t out, std::int64_t stride, s
 }
 
 // Winograd F(4×4, 3×3) for 3×3 stride-1 undilated convolutions (2.25× fewer multiplications;
-// its transforms round differently: bench/README.md has the errors), unless LOOM_WINOGRAD=0.
+// its transforms round differently: bench/README.md has the errors), unless LOOM_WINOGRAD=0,
+// where the output has at least kWinogradMinPositions positions (batch × height × width): with
+// fewer, its 6×6 tiles and transforms cost more than the multiplications they save (ResNet-50 at
+// batch 1: 7×7 maps 3.5-3.9 ms against 1.4 ms direct, 14×14 maps 1.11 against 1.03 ms; batch 8's
+// 7×7 maps, 392 positions, and ResNet-18's at batch 32, 512, gain; bench/README.md).
+constexpr std::int64_t kWinogradMinPositions = 256;
 bool use_winograd(const ConvShape& s) {
   if (s.kh != 3 || s.kw != 3 || s.sh != 1 || s.sw != 1 || s.dil_h != 1 || s.dil_w != 1) {
     return false;
   }
+  if (s.n * s.oh * s.ow < kWinogradMinPositions) return false;
   const char* env = std::getenv("LOOM_WINOGRAD");
   return env == nullptr || std::string(env) != "0";
 }

@@ -281,12 +281,17 @@ bool use_direct_conv(const ConvGeometry& g, const std::string& sw) {
 }
 
 // Float32 convolutions of group 1 with at least 16 input and 16 output channels run on oneDNN
-// where the build has it (conv_dnnl.h), ahead of every other path, except in deterministic mode
-// (its filter gradient's rounding depends on the thread count). LOOM_CONV=dnnl takes them there
+// where the build has it (conv_dnnl.h), ahead of every other path, and so do the large-kernel
+// stems of 3 to 15 input channels that loom's direct kernels do not take (ResNet-50's 7×7/2 on
+// RGB: oneDNN 187 / 173 GFLOP/s forward / filter gradient against 118 / 89 at batch 8, 175
+// against 48 at batch 1; not the 3×3 ones, where it measured 4× slower); except in deterministic
+// mode (its filter gradient's rounding depends on the thread count). LOOM_CONV=dnnl takes them there
 // in deterministic mode too, LOOM_CONV=loom keeps them on loom's kernels, LOOM_CONV=im2col on
 // the reference.
 bool use_dnnl(const ConvGeometry& g, const std::string& sw) {
-  if (g.group != 1 || g.c < 16 || g.o < 16 || !cpu::dnnl_conv_available()) return false;
+  if (g.group != 1 || g.o < 16 || !cpu::dnnl_conv_available()) return false;
+  const bool stem = g.c >= 3 && g.kh * g.kw >= 25 && !cpu::direct_conv_suits(conv_shape(g));
+  if (g.c < 16 && !stem) return false;
   if (!sw.empty()) return sw == "dnnl";
   return !random::deterministic_mode();
 }

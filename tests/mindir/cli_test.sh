@@ -21,10 +21,20 @@ pad=$((hlen - ${#header} - 1))
 grep -qF "wrote Float32 (3, 10)" <<<"$("$loom" run "$tmp/lenet.mindir" --input "$tmp/x.npy" --output "$tmp/y.npy")"
 [ "$(head -c 6 "$tmp/y.npy" | tail -c 5)" = "NUMPY" ]
 grep -qF "Float32 (3, 10)" <<<"$("$loom" run "$tmp/lenet.mindir" --input "$tmp/x.npy")"
+# --repeat: the output as without it, then one latency line over exactly N timed calls.
+timed=$("$loom" run "$tmp/lenet.mindir" --input "$tmp/x.npy" --repeat 7 --warmup 2)
+grep -qF "Float32 (3, 10)" <<<"$timed" || { echo "run --repeat: no output line"; echo "$timed"; exit 1; }
+grep -qE '^latency: 7 runs, median [0-9]+\.[0-9] us, min [0-9]+\.[0-9] us, p90 [0-9]+\.[0-9] us, mean [0-9]+\.[0-9] us$' <<<"$timed" ||
+  { echo "run --repeat: expected the latency line"; echo "$timed"; exit 1; }
 
 set +e
 "$loom" export lenet >/dev/null 2>&1; [ $? -eq 2 ] || { echo "export without --output: expected 2"; exit 1; }
 "$loom" run "$tmp/missing.mindir" --input "$tmp/x.npy" >/dev/null 2>&1; [ $? -eq 1 ] || { echo "run missing: expected 1"; exit 1; }
+for bad in "--repeat 0" "--repeat x" "--repeat 3 --warmup -1" "--warmup 3"; do
+  # shellcheck disable=SC2086
+  "$loom" run "$tmp/lenet.mindir" --input "$tmp/x.npy" $bad >/dev/null 2>&1
+  [ $? -eq 2 ] || { echo "run $bad: expected 2"; exit 1; }
+done
 "$loom" mindir show >/dev/null 2>&1; [ $? -eq 2 ] || { echo "mindir without args: expected 2"; exit 1; }
 printf 'garbage' > "$tmp/bad.mindir"
 "$loom" mindir show "$tmp/bad.mindir" >/dev/null 2>&1; [ $? -eq 1 ] || { echo "show garbage: expected 1"; exit 1; }
