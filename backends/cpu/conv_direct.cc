@@ -76,9 +76,13 @@ void pad_planes(const float* src, int64_t planes, int64_t h, int64_t w, int64_t 
 }
 
 // A "valid" stride-1 convolution of one padded image: in (cin, oh + kh - 1, ow + kw - 1),
-// weights packed as [cin][kh][kw][cout], out (cout, oh, ow).
+// weights packed as [cin][kh][kw][cout], out (cout, oh, ow). Only the padded rows
+// [row_lo, row_hi) hold data (the rest are the zeros of the padding): an output row's taps on
+// the others are skipped (the input gradient's padding of kh - 1 rows above and below is 30% of
+// LeNet's conv2 taps; the sums are the same, a product with zero adds nothing).
 struct Valid {
   int64_t cin, cout, oh, ow, kh, kw;
+  int64_t row_lo = 0, row_hi = INT64_MAX;
   int64_t hp() const { return oh + kh - 1; }
   int64_t wp() const { return ow + kw - 1; }
 };
@@ -105,6 +109,7 @@ struct RowArgs {
   float* y;        // output at (o0, oy, x0)
   int64_t cin, x_plane, wp, kh, kw, cout, y_plane, ow;
   __mmask16 tail;  // the lanes of the last vector
+  int64_t i0 = 0, i1 = 0;  // the kernel rows [i0, i1) a call runs (row_block sets them)
 };
 
 // Output rows per call: enough independent accumulators (FMA latency × 2 ports = 8) for the few
@@ -123,10 +128,10 @@ void row_kernel(const RowArgs& a) {
       for (int v = 0; v < NV; ++v) acc[r][b][v] = _mm512_setzero_ps();
     }
   }
-  const float* wtap = a.w;
   for (int64_t ch = 0; ch < a.cin; ++ch) {
-    for (int64_t i = 0; i < a.kh; ++i) {
+    for (int64_t i = a.i0; i < a.i1; ++i) {
       const float* xr = a.x + ch * a.x_plane + i * a.wp;
+      const float* wtap = a.w + (ch * a.kh + i) * a.kw * a.cout;
       for (int64_t j = 0; j < a.kw; ++j, wtap += a.cout) {
         __m512 xv[R][NV];
 #pragma GCC unroll 16
@@ -166,30 +171,42 @@ void row_kernel(const RowArgs& a) {
   }
 }
 
-// All output rows of one segment and channel block: R rows at a time, then one at a time.
+// All output rows of one segment and channel block. The rows whose every tap reads data
+// (padded rows [row_lo, row_hi)) go R at a time, then one at a time; the rows above and below
+// them one at a time with only the kernel rows that read data (none: the row is zero).
 template <int OB, int NV>
-void row_block(RowArgs a, int64_t oh) {
+void row_block(RowArgs a, int64_t oh, int64_t row_lo, int64_t row_hi) {
   constexpr int R = rows_per_call(OB, NV);
-  int64_t oy = 0;
-  for (; oy + R <= oh; oy += R) {
-    row_kernel<R, OB, NV>(a);
-    a.x += R * a.wp;
-    a.y += R * a.ow;
-  }
-  for (; oy < oh; ++oy) {
-    row_kernel<1, OB, NV>(a);
-    a.x += a.wp;
-    a.y += a.ow;
-  }
+  const int64_t full_lo = std::clamp<int64_t>(row_lo, 0, oh);
+  const int64_t full_hi = std::clamp<int64_t>(row_hi - a.kh + 1, full_lo, oh);
+  const auto at = [&](int64_t oy) {
+    RowArgs r = a;
+    r.x += oy * a.wp;
+    r.y += oy * a.ow;
+    return r;
+  };
+  const auto clipped = [&](int64_t oy) {
+    RowArgs r = at(oy);
+    r.i0 = std::max<int64_t>(0, row_lo - oy);
+    r.i1 = std::min<int64_t>(a.kh, row_hi - oy);
+    row_kernel<1, OB, NV>(r);  // i0 >= i1: no taps, zeros stored
+  };
+  for (int64_t oy = 0; oy < full_lo; ++oy) clipped(oy);
+  a.i0 = 0;
+  a.i1 = a.kh;
+  int64_t oy = full_lo;
+  for (; oy + R <= full_hi; oy += R) row_kernel<R, OB, NV>(at(oy));
+  for (; oy < full_hi; ++oy) row_kernel<1, OB, NV>(at(oy));
+  for (; oy < oh; ++oy) clipped(oy);
 }
 
 constexpr int max_row_block(int nv) { return nv == 1 ? 16 : 12; }
 
 template <int NV, int OB = 1>
-void run_row(int64_t ob, const RowArgs& a, int64_t oh) {
+void run_row(int64_t ob, const RowArgs& a, int64_t oh, int64_t row_lo, int64_t row_hi) {
   if constexpr (OB <= max_row_block(NV)) {
-    if (ob == OB) return row_block<OB, NV>(a, oh);
-    run_row<NV, OB + 1>(ob, a, oh);
+    if (ob == OB) return row_block<OB, NV>(a, oh, row_lo, row_hi);
+    run_row<NV, OB + 1>(ob, a, oh, row_lo, row_hi);
   }
 }
 
@@ -207,10 +224,12 @@ void valid_conv_image(const Valid& v, const float* xp, const float* wt, float* y
                       .x_plane = x_plane, .wp = wp, .kh = v.kh, .kw = v.kw, .cout = v.cout,
                       .y_plane = y_plane, .ow = v.ow, .tail = lanes(width - 16 * (nv - 1))};
       const int64_t count = std::min(ob, v.cout - o0);
+      const int64_t row_lo = std::max<int64_t>(v.row_lo, 0);
+      const int64_t row_hi = std::min(v.row_hi, v.hp());
       if (nv == 1) {
-        run_row<1>(count, a, v.oh);
+        run_row<1>(count, a, v.oh, row_lo, row_hi);
       } else {
-        run_row<2>(count, a, v.oh);
+        run_row<2>(count, a, v.oh, row_lo, row_hi);
       }
     }
   }
@@ -428,8 +447,10 @@ void filter_unit(const ConvShape& s, const float* dy, const float* xp, int64_t i
 
 // Runs a valid convolution over every image of `in` (n images of cin planes of h × w), each
 // padded by (top, left) into a scratch buffer first.
-void conv_images(const ConvShape& s, const Valid& v, const float* in, int64_t h, int64_t w,
+void conv_images(const ConvShape& s, Valid v, const float* in, int64_t h, int64_t w,
                  int64_t top, int64_t left, const float* wt, float* out, ThreadPool& pool) {
+  v.row_lo = top;
+  v.row_hi = top + h;
   const int64_t in_image = v.cin * h * w;
   const int64_t out_image = v.cout * v.oh * v.ow;
   pool.parallel_for(s.n, images_per_chunk(s, kTaskFlops), [&](int64_t begin, int64_t end) {

@@ -154,6 +154,10 @@ constexpr std::int64_t kSplitFlops = std::int64_t{1} << 21;
 constexpr std::int64_t kBlockFlops = std::int64_t{1} << 21;
 constexpr std::int64_t kMinBlock = 64;
 constexpr std::int64_t kMaxBlocks = 16;
+// Products of 1 to 4 MFLOP (LeNet's dense layers at batch 32: 3 MFLOP, 38-40 µs on one core)
+// are cut in two halves of at least kMinHalf rows or columns: 23 µs on 2 cores (bench/README.md).
+constexpr std::int64_t kHalvesFlops = std::int64_t{1} << 20;
+constexpr std::int64_t kMinHalf = 32;
 
 template <typename T, bool kTransA, bool kTransB>
 void eigen_gemm_t(std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
@@ -164,7 +168,12 @@ void eigen_gemm_t(std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const
   const std::int64_t dim = split_cols ? n : m;
   std::int64_t blocks = std::clamp<std::int64_t>(flops / kBlockFlops, 1, kMaxBlocks);
   blocks = std::min(blocks, std::max<std::int64_t>(1, dim / kMinBlock));
-  if (flops < kSplitFlops || blocks == 1) {
+  if (flops >= kHalvesFlops && flops < 2 * kSplitFlops && dim >= 2 * kMinHalf) {
+    blocks = 2;
+  } else if (flops < kSplitFlops) {
+    blocks = 1;
+  }
+  if (blocks == 1) {
     eigen_block<T, kTransA, kTransB>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 0, m, 0, n);
     return;
   }
