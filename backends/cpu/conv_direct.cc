@@ -171,33 +171,120 @@ void row_kernel(const RowArgs& a) {
   }
 }
 
-// All output rows of one segment and channel block. The rows whose every tap reads data
-// (padded rows [row_lo, row_hi)) go R at a time, then one at a time; the rows above and below
-// them one at a time with only the kernel rows that read data (none: the row is zero).
-template <int OB, int NV>
-void row_block(RowArgs a, int64_t oh, int64_t row_lo, int64_t row_hi) {
-  constexpr int R = rows_per_call(OB, NV);
+// Every output row of a segment: `kernel.template operator()<Rows>(args)` computes Rows rows from
+// args (x and y at the first of them, the kernel rows [i0, i1)). The rows whose every tap reads
+// data (padded rows [row_lo, row_hi)) go R at a time, then one at a time; the rows above and
+// below them one at a time with only the kernel rows that read data (none: the row is zero).
+template <int R, typename Args, typename Kernel>
+void walk_rows(Args a, int64_t oh, int64_t row_lo, int64_t row_hi, const Kernel& kernel) {
   const int64_t full_lo = std::clamp<int64_t>(row_lo, 0, oh);
   const int64_t full_hi = std::clamp<int64_t>(row_hi - a.kh + 1, full_lo, oh);
   const auto at = [&](int64_t oy) {
-    RowArgs r = a;
+    Args r = a;
     r.x += oy * a.wp;
     r.y += oy * a.ow;
     return r;
   };
   const auto clipped = [&](int64_t oy) {
-    RowArgs r = at(oy);
+    Args r = at(oy);
     r.i0 = std::max<int64_t>(0, row_lo - oy);
     r.i1 = std::min<int64_t>(a.kh, row_hi - oy);
-    row_kernel<1, OB, NV>(r);  // i0 >= i1: no taps, zeros stored
+    kernel.template operator()<1>(r);  // i0 >= i1: no taps, zeros stored
   };
   for (int64_t oy = 0; oy < full_lo; ++oy) clipped(oy);
   a.i0 = 0;
   a.i1 = a.kh;
   int64_t oy = full_lo;
-  for (; oy + R <= full_hi; oy += R) row_kernel<R, OB, NV>(at(oy));
-  for (; oy < full_hi; ++oy) row_kernel<1, OB, NV>(at(oy));
+  for (; oy + R <= full_hi; oy += R) kernel.template operator()<R>(at(oy));
+  for (; oy < full_hi; ++oy) kernel.template operator()<1>(at(oy));
   for (; oy < oh; ++oy) clipped(oy);
+}
+
+// All output rows of one segment and channel block.
+template <int OB, int NV>
+void row_block(const RowArgs& a, int64_t oh, int64_t row_lo, int64_t row_hi) {
+  walk_rows<rows_per_call(OB, NV)>(a, oh, row_lo, row_hi, []<int Rows>(const RowArgs& r) {
+    row_kernel<Rows, OB, NV>(r);
+  });
+}
+
+// The output channels as the vector, for 9 to 16 of them on narrow rows (LeNet's conv2: 16
+// channels on rows 10 wide, where rows as vectors leave 6 of 16 lanes idle): acc[r][q] holds the
+// channels of output position (oy + r, x0 + q); per tap one (masked) load of the packed weights
+// and R·P broadcasts of the input. The accumulators go to NCHW through a small tile.
+struct ChannelRowArgs {
+  const float* x;  // padded input, channel 0, at (oy, x0)
+  const float* w;  // packed weights [cin][kh][kw][cout]
+  float* y;        // output at (0, oy, x0)
+  int64_t cin, x_plane, wp, kh, kw, cout, y_plane, ow;
+  __mmask16 lanes;  // the cout lanes
+  int64_t i0 = 0, i1 = 0;
+};
+
+template <int R, int P>
+void channel_row_kernel(const ChannelRowArgs& a) {
+  __m512 acc[R][P];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+    for (int q = 0; q < P; ++q) acc[r][q] = _mm512_setzero_ps();
+  }
+  for (int64_t ch = 0; ch < a.cin; ++ch) {
+    for (int64_t i = a.i0; i < a.i1; ++i) {
+      const float* xr = a.x + ch * a.x_plane + i * a.wp;
+      const float* wt = a.w + (ch * a.kh + i) * a.kw * a.cout;
+      for (int64_t j = 0; j < a.kw; ++j) {
+        const __m512 wv = _mm512_maskz_loadu_ps(a.lanes, wt + j * a.cout);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+          for (int q = 0; q < P; ++q) {
+            acc[r][q] = _mm512_fmadd_ps(_mm512_set1_ps(xr[r * a.wp + q + j]), wv, acc[r][q]);
+          }
+        }
+      }
+    }
+  }
+  alignas(64) float tile[R][P][16];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+    for (int q = 0; q < P; ++q) _mm512_store_ps(tile[r][q], acc[r][q]);
+  }
+  for (int64_t o = 0; o < a.cout; ++o) {
+    float* yo = a.y + o * a.y_plane;
+    for (int r = 0; r < R; ++r) {
+      for (int q = 0; q < P; ++q) yo[r * a.ow + q] = tile[r][q][o];
+    }
+  }
+}
+
+// Positions per call (a row's segment) and rows per call: up to 24 accumulators.
+constexpr int kMaxChannelPositions = 12;
+constexpr int channel_rows(int p) { return std::clamp(24 / p, 1, 4); }
+
+template <int P = 1>
+void run_channel_row(int64_t width, const ChannelRowArgs& a, int64_t oh, int64_t row_lo,
+                     int64_t row_hi) {
+  if constexpr (P <= kMaxChannelPositions) {
+    if (width != P) return run_channel_row<P + 1>(width, a, oh, row_lo, row_hi);
+    walk_rows<channel_rows(P)>(a, oh, row_lo, row_hi, []<int Rows>(const ChannelRowArgs& r) {
+      channel_row_kernel<Rows, P>(r);
+    });
+  }
+}
+
+// Rows as vectors fill at least 12 of 16 lanes from 12 columns on (and the weights' broadcasts
+// are then shared by more positions): the channel layout only for narrower outputs.
+bool channel_rows_suit(const Valid& v) { return v.cout > 8 && v.cout <= 16 && v.ow < 12; }
+
+void channel_conv_image(const Valid& v, const float* xp, const float* wt, float* y) {
+  const int64_t row_lo = std::max<int64_t>(v.row_lo, 0);
+  const int64_t row_hi = std::min(v.row_hi, v.hp());
+  const ChannelRowArgs a{.x = xp, .w = wt, .y = y, .cin = v.cin, .x_plane = v.hp() * v.wp(),
+                         .wp = v.wp(), .kh = v.kh, .kw = v.kw, .cout = v.cout,
+                         .y_plane = v.oh * v.ow, .ow = v.ow, .lanes = lanes(v.cout)};
+  run_channel_row(v.ow, a, v.oh, row_lo, row_hi);
 }
 
 constexpr int max_row_block(int nv) { return nv == 1 ? 16 : 12; }
@@ -211,6 +298,7 @@ void run_row(int64_t ob, const RowArgs& a, int64_t oh, int64_t row_lo, int64_t r
 }
 
 void valid_conv_image(const Valid& v, const float* xp, const float* wt, float* y) {
+  if (channel_rows_suit(v)) return channel_conv_image(v, xp, wt, y);
   const int64_t wp = v.wp();
   const int64_t x_plane = v.hp() * wp;
   const int64_t y_plane = v.oh * v.ow;
