@@ -356,7 +356,12 @@ def main():
     print(f"model {a.model}, {steps0} steps x {a.repeats} runs per figure, interleaved")
     ratios = []
     for batch in batches:
-        steps = max(10, steps0 * 32 // batch) if batch > 32 and a.model == "lenet" else steps0
+        # LeNet's larger batches: half the steps per 4x the images (a run of loom at batch 256
+        # lasts about 0.7 s, long enough to average over this machine's bursts of noise);
+        # MindSpore, 60x slower, as many images as one run at batch 32.
+        big = batch > 32 and a.model == "lenet"
+        steps = max(10, steps0 * 128 // batch) if big else steps0
+        ms_lenet_steps = max(10, steps0 * 32 // batch) if big else steps
         if a.loom_before:
             # before, after, before, after ...: one run each in turn, so drifts hit both alike.
             b_runs, l_runs = [], []
@@ -376,7 +381,7 @@ def main():
             lo_runs.append(loom_run(a.loom, a.model, batch, steps, warmup, 1, a.threads))
             pt_runs.append(torch_in_child(a.model, batch, steps, warmup, 1, a.threads, torch_env))
             if ms_python and (a.model == "lenet" or r == 0):
-                ms_steps = steps if a.model == "lenet" else a.ms_steps
+                ms_steps = ms_lenet_steps if a.model == "lenet" else a.ms_steps
                 ms_warm = warmup if a.model == "lenet" else 1
                 got = ms_in_child(ms_python, a.model, batch, ms_steps, ms_warm, a.threads,
                                   a.ms_budget)

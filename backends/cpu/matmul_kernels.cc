@@ -21,10 +21,10 @@ namespace {
 
 constexpr std::int64_t kGrain = 16384;  // elements per parallel_for chunk of the simple loops
 
-// MatMul's implementation is chosen by shape (cpu::gemm_for_shape): products of at most 4 MFLOP
-// run on the calling thread with Eigen. The 9 MatMuls of a LeNet step at batch 32 (3 MFLOP and
+// MatMul's implementation is chosen by shape (cpu::gemm_for_shape): products of at most 25 MFLOP
+// run with Eigen on loom's pool. The 9 MatMuls of a LeNet step at batch 32 (3 MFLOP and
 // less) took 374-400 µs with OpenBLAS on 2 threads (its threads' wake-ups, and their spinning
-// against the pool's workers on 2 cores), 150 µs on 1 thread, 177 µs now (bench/README.md).
+// against the pool's workers on 2 cores), 150 µs on 1 thread, 150-160 µs now (bench/README.md).
 
 template <typename T>
 void matmul(const KernelContext& k) {
