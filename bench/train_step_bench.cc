@@ -4,6 +4,8 @@
 //   loom_bench_train --model resnet50 --imagenet --batch 8 --steps 2 --repeats 3
 //   loom_bench_train --model lenet --check-numerics    (debug/numerics.h on every launch)
 //   loom_bench_train --model lenet --profile           (debug/profiler.h recording every step)
+//   loom_bench_train --model lenet --profile-dir D     (the same, its files written into D:
+//                                                       `loom profile show D`, bench/step_breakdown.py D)
 //   loom_bench_train --model lenet --batch 256 --device GPU [--host-batch]
 //
 // Builds the recipe's network (models/zoo.h) under seed_all(1), one TrainOneStepCell with the
@@ -57,14 +59,15 @@ struct Args {
   std::string device = "CPU";   // or GPU
   bool host_batch = false;      // GPU: the batch from host memory at every step
   bool profile = false;         // a debug::Profiler recording every timed step
+  std::string profile_dir;      // --profile-dir: ... and its files written there
 };
 
 [[noreturn]] void usage(const std::string& msg) {
   std::cerr << "loom_bench_train: " << msg
             << "\nusage: loom_bench_train [--model NAME] [--dataset D] [--batch B] [--steps N] "
                "[--warmup W] [--repeats R] [--threads T] [--deterministic] [--imagenet]\n"
-               "       [--passes LIST] [--check-numerics] [--profile] [--device CPU|GPU] "
-               "[--host-batch]\n";
+               "       [--passes LIST] [--check-numerics] [--profile] [--profile-dir D] "
+               "[--device CPU|GPU] [--host-batch]\n";
   std::exit(2);
 }
 
@@ -88,6 +91,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--passes") a.passes = value();
     else if (k == "--check-numerics") a.check_numerics = true;
     else if (k == "--profile") a.profile = true;
+    else if (k == "--profile-dir") a.profile = !(a.profile_dir = value()).empty();
     else if (k == "--device") a.device = value();
     else if (k == "--host-batch") a.host_batch = true;
     else usage("unknown option " + k);
@@ -146,7 +150,10 @@ int main(int argc, char** argv) {
     // chosen steps; its files are not written (analyse() is not part of a step).
     std::shared_ptr<debug::Profiler> profiler;
     if (a.profile) {
-      profiler = std::make_shared<debug::Profiler>(debug::ProfilerOptions{});
+      debug::ProfilerOptions po;
+      if (!a.profile_dir.empty()) po.output_path = a.profile_dir;
+      po.model = a.model;
+      profiler = std::make_shared<debug::Profiler>(po);
       step.add_observer(profiler);
     }
     std::vector<double> rates;
@@ -161,6 +168,7 @@ int main(int argc, char** argv) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       rates.push_back(static_cast<double>(a.batch) * a.steps / s);
     }
+    if (profiler && !a.profile_dir.empty()) profiler->analyse();
     std::vector<double> sorted = rates;
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted[sorted.size() / 2];
