@@ -120,6 +120,21 @@ void need_rng(const std::string& op, random::RandomStream* rng) {
   if (!rng) throw ValueError(op + ": a random transform needs a random stream, got none");
 }
 
+// f(in, n) with `in` typed as x's elements for the dtypes pipelines carry (loops the compiler
+// vectorizes: a per-element switch on the dtype cost Rescale and Normalize 1.3 µs a 32×32 image),
+// else generic(): the loop through load().
+template <typename F, typename G>
+void typed(const Tensor& x, const F& f, const G& generic) {
+  const void* p = x.raw_data();
+  switch (x.dtype()) {
+    case DType::kUInt8: return f(static_cast<const std::uint8_t*>(p));
+    case DType::kFloat32: return f(static_cast<const float*>(p));
+    case DType::kFloat64: return f(static_cast<const double*>(p));
+    case DType::kInt32: return f(static_cast<const std::int32_t*>(p));
+    default: return generic();
+  }
+}
+
 // ---- the transforms -------------------------------------------------------------------------
 
 class RescaleOp final : public Transform {
@@ -129,10 +144,19 @@ class RescaleOp final : public Transform {
   Tensor apply(const Tensor& x, random::RandomStream*) const override {
     Tensor y(DType::kFloat32, x.shape());
     float* out = y.data<float>();
-    const void* in = x.raw_data();
-    for (std::int64_t i = 0; i < x.numel(); ++i) {
-      out[i] = static_cast<float>(load(x, in, i) * rescale_ + shift_);
-    }
+    const std::int64_t n = x.numel();
+    const double r = rescale_, s = shift_;
+    typed(
+        x,
+        [&](const auto* in) {
+          for (std::int64_t i = 0; i < n; ++i) {
+            out[i] = static_cast<float>(static_cast<double>(in[i]) * r + s);
+          }
+        },
+        [&] {
+          const void* in = x.raw_data();
+          for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(load(x, in, i) * r + s);
+        });
     return y;
   }
 
@@ -163,13 +187,36 @@ class NormalizeOp final : public Transform {
     }
     Tensor y(DType::kFloat32, x.shape());
     float* out = y.data<float>();
-    const void* in = x.raw_data();
     std::vector<double> inv(std_.size());
     for (std::size_t k = 0; k < std_.size(); ++k) inv[k] = 1.0 / std_[k];
-    for (std::int64_t i = 0; i < x.numel(); ++i) {
-      const std::size_t k = nc == 1 ? 0 : static_cast<std::size_t>(i % im.c);
-      out[i] = static_cast<float>((load(x, in, i) - mean_[k]) * inv[k]);
-    }
+    // Channels last: element i is channel i % c of its pixel; one mean for all when nc == 1.
+    const std::int64_t c = nc == 1 ? 1 : im.c;
+    const std::int64_t pixels = c == 0 ? 0 : x.numel() / c;
+    typed(
+        x,
+        [&](const auto* in) {
+          if (c == 1) {  // contiguous: a loop the compiler vectorizes
+            const double m = mean_[0], v = inv[0];
+            for (std::int64_t p = 0; p < pixels; ++p) {
+              out[p] = static_cast<float>((static_cast<double>(in[p]) - m) * v);
+            }
+            return;
+          }
+          for (std::int64_t k = 0; k < c; ++k) {
+            const double m = mean_[static_cast<std::size_t>(k)];
+            const double v = inv[static_cast<std::size_t>(k)];
+            for (std::int64_t p = 0; p < pixels; ++p) {
+              out[p * c + k] = static_cast<float>((static_cast<double>(in[p * c + k]) - m) * v);
+            }
+          }
+        },
+        [&] {
+          const void* in = x.raw_data();
+          for (std::int64_t i = 0; i < x.numel(); ++i) {
+            const std::size_t k = static_cast<std::size_t>(i % c);
+            out[i] = static_cast<float>((load(x, in, i) - mean_[k]) * inv[k]);
+          }
+        });
     return y;
   }
 
