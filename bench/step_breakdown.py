@@ -24,6 +24,7 @@ first, in µs per step:
                     would win; then the launches with the most of it (--top N, default 8).
 """
 import argparse
+import bisect
 import json
 import os
 import statistics
@@ -58,17 +59,19 @@ def main():
         print(f"step_breakdown.py: {path}: expected at least 2 profiled steps, got {len(steps)}",
               file=sys.stderr)
         return 1
+    chunk_ts = [c["ts"] for c in chunks]
+    kernel_ts = [k["ts"] for k in kernels]
     rows = []
     wakeups = []
     per_node = {}  # launch name: [µs, idle core-µs, parallel or not]
     for st in steps[1:]:
         s0, s1 = st["ts"], st["ts"] + st["dur"]
-        ks = [k for k in kernels if s0 <= k["ts"] < s1]
+        ks = kernels[bisect.bisect_left(kernel_ts, s0):bisect.bisect_left(kernel_ts, s1)]
         kernel_us = sum(k["dur"] for k in ks)
         all_busy = some_idle = chunk_us = 0.0
         for k in ks:
             k0, k1 = k["ts"], k["ts"] + k["dur"]
-            inside = [c for c in chunks if k0 <= c["ts"] < k1]
+            inside = chunks[bisect.bisect_left(chunk_ts, k0):bisect.bisect_left(chunk_ts, k1)]
             node = per_node.setdefault(k["name"], [0.0, 0.0, bool(inside)])
             node[0] += k["dur"]
             if not inside:
