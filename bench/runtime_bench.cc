@@ -2,8 +2,13 @@
 //   - dispatch overhead per kernel: a chain of 1000 tiny Adds (4 floats), compiled vs eager
 //     backend::run_op (which infers, allocates and looks the kernel up on every call), and
 //     compiled with an observer installed (runtime/observer.h: timing and two calls per launch);
-//   - compile() time of the flattened forward+backward graph of a 20-layer CNN.
+//   - compile() time of the flattened forward+backward graph of a 20-layer CNN;
+//   - LeNet-5's inference latency at batch 1 through the C++ API: the Cell called in graph mode
+//     (compiled once, then the signature cache), and nn::Model::predict (which also copies the
+//     result to the host and restores the training flags).
 #include <benchmark/benchmark.h>
+
+#include <memory>
 
 #include "backends/eager.h"
 #include "core/autodiff/grad.h"
@@ -11,6 +16,11 @@
 #include "core/passes/pass.h"
 #include "runtime/executable.h"
 #include "ops/op.h"
+#include "core/random/random.h"
+#include "models/zoo.h"
+#include "nn/context.h"
+#include "nn/loss.h"
+#include "nn/model.h"
 
 namespace {
 
@@ -133,5 +143,38 @@ void BM_GradAndPassesCnn20(benchmark::State& state) {
 BENCHMARK(BM_GradAndPassesCnn20)->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+// The model zoo's LeNet-5 (seed 1) in graph mode and eval, and one (1, 1, 32, 32) image.
+struct LeNetBatch1 {
+  std::shared_ptr<nn::Cell> net;
+  Tensor x{DType::kFloat32, {1, 1, 32, 32}};
+  LeNetBatch1() {
+    random::seed_all(1);
+    nn::set_context_mode(nn::ExecMode::kGraph);
+    net = models::recipe("lenet").make_network({});
+    net->set_train(false);
+    random::RandomStream("bench/lenet_b1").fill_normal(x, 0.0, 1.0);
+  }
+};
+
+void BM_LeNetCellBatch1(benchmark::State& state) {
+  LeNetBatch1 b;
+  for (auto _ : state) {
+    Tensor y = (*b.net)(ops::Var(Value::tensor(b.x))).value().as_tensor();
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+}
+BENCHMARK(BM_LeNetCellBatch1)->Unit(benchmark::kMicrosecond);
+
+void BM_LeNetPredictBatch1(benchmark::State& state) {
+  LeNetBatch1 b;
+  nn::Model model(b.net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(true),
+                  nn::OptimizerSpec{});
+  for (auto _ : state) {
+    Tensor y = model.predict(b.x);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+}
+BENCHMARK(BM_LeNetPredictBatch1)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();
