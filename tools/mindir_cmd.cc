@@ -86,6 +86,27 @@ std::string shape_text(const Shape& s) { return shape_to_string(s); }
 
 // Seconds per call of `cell` on `x`, `repeat` calls after `warmup` untimed ones, each call
 // synchronized with the device (what a caller waiting for its answer sees).
+// cell(x) for `loom run`'s one input. A model traced for one shape runs on others where its ops
+// allow (another batch size); where they do not, the error names the file, its shape and the
+// model's declared input before the op's own message.
+Tensor run_input(mindir::GraphCell& cell, const std::string& model, const Tensor& x,
+                 const std::string& file) {
+  if (cell.inputs().size() != 1) {
+    throw ValueError(model + " has " + std::to_string(cell.inputs().size()) +
+                     " inputs; loom run feeds exactly one (--input)");
+  }
+  const mindir::TensorInfo& in = cell.inputs()[0];
+  try {
+    return cell(x);
+  } catch (const Error& e) {
+    if (x.dtype() == in.dtype && x.shape() == in.shape) throw;
+    throw ValueError(file + " holds " + std::string(dtype_name(x.dtype())) + " " +
+                     shape_text(x.shape()) + ", but " + model + "'s input '" + in.name + "' is " +
+                     std::string(dtype_name(in.dtype)) + " " + shape_text(in.shape) + ": " +
+                     e.what());
+  }
+}
+
 // `profiler` (or null) records each timed call as one step.
 std::vector<double> time_calls(mindir::GraphCell& cell, const Tensor& x, backend::Backend& backend,
                                std::int64_t repeat, std::int64_t warmup,
@@ -255,7 +276,7 @@ int run_mindir_command(const std::vector<std::string>& args) {
     }
     const Tensor x = data::load_npy(f["--input"]);
     if (profiler && !repeat) profiler->start();
-    const Tensor y = backend::to_host(cell(x));
+    const Tensor y = backend::to_host(run_input(cell, pos[0], x, f["--input"]));
     if (profiler && !repeat) profiler->stop();
     if (dump) std::cout << "dump: " << dump->path << "\n";
     if (f.count("--output")) {

@@ -27,6 +27,20 @@ grep -qF "Float32 (3, 10)" <<<"$timed" || { echo "run --repeat: no output line";
 grep -qE '^latency: 7 runs, median [0-9]+\.[0-9] us, min [0-9]+\.[0-9] us, p90 [0-9]+\.[0-9] us, mean [0-9]+\.[0-9] us$' <<<"$timed" ||
   { echo "run --repeat: expected the latency line"; echo "$timed"; exit 1; }
 
+# A batch size other than the exported one runs (above: 3 against 2); an image size the network
+# cannot take is one message naming the file, its shape and the model's input (exit 1).
+header="{'descr': '<f4', 'fortran_order': False, 'shape': (3, 1, 28, 28), }"
+hlen=$(( (10 + ${#header} + 1 + 63) / 64 * 64 - 10 ))
+pad=$((hlen - ${#header} - 1))
+{ printf '\x93NUMPY\x01\x00'; printf "\\x$(printf %02x "$hlen")\\x00"; printf '%s' "$header";
+  printf '%*s' "$pad" ''; printf '\n'; head -c $((3 * 784 * 4)) /dev/zero; } > "$tmp/x28.npy"
+set +e
+err=$("$loom" run "$tmp/lenet.mindir" --input "$tmp/x28.npy" 2>&1 >/dev/null); rc=$?
+set -e
+[ $rc -eq 1 ] || { echo "run x28: expected exit 1, got $rc"; exit 1; }
+want="loom run: $tmp/x28.npy holds Float32 (3, 1, 28, 28), but $tmp/lenet.mindir's input 'x0' is Float32 (2, 1, 32, 32): "
+[ "${err#"$want"}" != "$err" ] || { echo "run x28: expected '$want...', got '$err'"; exit 1; }
+
 set +e
 "$loom" export lenet >/dev/null 2>&1; [ $? -eq 2 ] || { echo "export without --output: expected 2"; exit 1; }
 "$loom" run "$tmp/missing.mindir" --input "$tmp/x.npy" >/dev/null 2>&1; [ $? -eq 1 ] || { echo "run missing: expected 1"; exit 1; }
