@@ -91,12 +91,13 @@ Args parse(int argc, char** argv) {
     else if (k == "--passes") a.passes = value();
     else if (k == "--check-numerics") a.check_numerics = true;
     else if (k == "--profile") a.profile = true;
-    else if (k == "--profile-dir") a.profile = !(a.profile_dir = value()).empty();
+    else if (k == "--profile-dir") a.profile_dir = value();
     else if (k == "--device") a.device = value();
     else if (k == "--host-batch") a.host_batch = true;
     else usage("unknown option " + k);
   }
   if (a.batch < 1 || a.steps < 1 || a.repeats < 1 || a.warmup < 1) usage("bad counts");
+  if (!a.profile_dir.empty()) a.profile = true;
   if (a.device != "CPU" && a.device != "GPU") usage("--device: expected CPU or GPU, got " + a.device);
   return a;
 }

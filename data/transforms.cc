@@ -120,7 +120,7 @@ void need_rng(const std::string& op, random::RandomStream* rng) {
   if (!rng) throw ValueError(op + ": a random transform needs a random stream, got none");
 }
 
-// f(in, n) with `in` typed as x's elements for the dtypes pipelines carry (loops the compiler
+// f(in) with `in` typed as x's elements for the dtypes pipelines carry (loops the compiler
 // vectorizes: a per-element switch on the dtype cost Rescale and Normalize 1.3 µs a 32×32 image),
 // else generic(): the loop through load().
 template <typename F, typename G>

@@ -2,7 +2,6 @@
 #include "tools/compare_cmd.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -14,6 +13,7 @@
 #include "core/ir/error.h"
 #include "debug/compare.h"
 #include "debug/dump_reader.h"
+#include "tools/parse_count.h"
 
 namespace loom::tools {
 namespace {
@@ -52,13 +52,6 @@ constexpr std::size_t kNamesListed = 5;   // names listed for "only in A/B"
 int usage(const std::string& message) {
   std::cerr << "loom compare: " << message << "\n(see `loom compare --help`)\n";
   return 2;
-}
-
-std::optional<std::int64_t> parse_count(const std::string& s) {
-  std::int64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < 0) return std::nullopt;
-  return v;
 }
 
 std::string num(double v) {

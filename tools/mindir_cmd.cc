@@ -8,7 +8,6 @@
 #include <iostream>
 #include <map>
 #include <sstream>
-#include <stdexcept>
 
 #include "backends/backend.h"
 #include "checkpoint/checkpoint.h"
@@ -21,6 +20,7 @@
 #include "models/zoo.h"
 #include "nn/context.h"
 #include "runtime/compiled_function.h"
+#include "tools/parse_count.h"
 
 namespace loom::tools {
 
@@ -84,8 +84,6 @@ bool parse(const std::vector<std::string>& args, const std::vector<std::string>&
 
 std::string shape_text(const Shape& s) { return shape_to_string(s); }
 
-// Seconds per call of `cell` on `x`, `repeat` calls after `warmup` untimed ones, each call
-// synchronized with the device (what a caller waiting for its answer sees).
 // cell(x) for `loom run`'s one input. A model traced for one shape runs on others where its ops
 // allow (another batch size); where they do not, the error names the file, its shape and the
 // model's declared input before the op's own message.
@@ -107,7 +105,9 @@ Tensor run_input(mindir::GraphCell& cell, const std::string& model, const Tensor
   }
 }
 
-// `profiler` (or null) records each timed call as one step.
+// Seconds per call of `cell` on `x`, `repeat` calls after `warmup` untimed ones, each call
+// synchronized with the device (what a caller waiting for its answer sees); `profiler` (or null)
+// records each timed call as one step.
 std::vector<double> time_calls(mindir::GraphCell& cell, const Tensor& x, backend::Backend& backend,
                                std::int64_t repeat, std::int64_t warmup,
                                debug::Profiler* profiler) {
@@ -213,22 +213,24 @@ int run_mindir_command(const std::vector<std::string>& args) {
   if (pos.size() != 1) return usage("loom run: expected one MODEL.mindir", kRunHelp);
   if (!f.count("--input")) return usage("loom run: expected --input X.npy", kRunHelp);
   std::int64_t repeat = 0, warmup = 10;
-  for (auto [flag, value] : {std::pair{"--repeat", &repeat}, std::pair{"--warmup", &warmup}}) {
-    if (!f.count(flag)) continue;
-    try {
-      std::size_t used = 0;
-      *value = std::stoll(f[flag], &used);
-      if (used != f[flag].size() || *value < (flag == std::string("--repeat") ? 1 : 0)) {
-        throw std::invalid_argument(f[flag]);
-      }
-    } catch (const std::exception&) {
-      return usage(std::string("loom run: ") + flag + ": expected a " +
-                       (flag == std::string("--repeat") ? "positive" : "non-negative") +
-                       " integer, got '" + f[flag] + "'",
+  if (f.count("--repeat")) {
+    const std::optional<std::int64_t> n = parse_count(f["--repeat"]);
+    if (!n || *n < 1) {
+      return usage("loom run: --repeat: expected a positive integer, got '" + f["--repeat"] + "'",
                    kRunHelp);
     }
+    repeat = *n;
   }
-  if (f.count("--warmup") && !repeat) return usage("loom run: --warmup needs --repeat", kRunHelp);
+  if (f.count("--warmup")) {
+    const std::optional<std::int64_t> n = parse_count(f["--warmup"]);
+    if (!n) {
+      return usage("loom run: --warmup: expected a non-negative integer, got '" +
+                       f["--warmup"] + "'",
+                   kRunHelp);
+    }
+    if (!repeat) return usage("loom run: --warmup needs --repeat", kRunHelp);
+    warmup = *n;
+  }
   Device device = Device::kCPU;
   if (f.count("--device")) {
     try {

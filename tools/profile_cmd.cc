@@ -3,7 +3,6 @@
 #include "tools/profile_cmd.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -14,6 +13,7 @@
 
 #include "core/ir/error.h"
 #include "debug/profile_reader.h"
+#include "tools/parse_count.h"
 
 namespace loom::tools {
 namespace {
@@ -46,13 +46,6 @@ constexpr std::int64_t kDefaultTop = 10;
 int usage(const std::string& message) {
   std::cerr << "loom profile: " << message << "\n(see `loom profile --help`)\n";
   return 2;
-}
-
-std::optional<std::int64_t> parse_count(const std::string& s) {
-  std::int64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < 0) return std::nullopt;
-  return v;
 }
 
 // A number with `digits` decimals; "-" for NaN (a value the profile does not have).

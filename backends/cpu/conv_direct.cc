@@ -82,7 +82,7 @@ void pad_planes(const float* src, int64_t planes, int64_t h, int64_t w, int64_t 
 // LeNet's conv2 taps; the sums are the same, a product with zero adds nothing).
 struct Valid {
   int64_t cin, cout, oh, ow, kh, kw;
-  int64_t row_lo = 0, row_hi = INT64_MAX;
+  int64_t row_lo = 0, row_hi = 0;  // within [0, hp()]; conv_images sets them
   int64_t hp() const { return oh + kh - 1; }
   int64_t wp() const { return ow + kw - 1; }
 };
@@ -279,12 +279,10 @@ void run_channel_row(int64_t width, const ChannelRowArgs& a, int64_t oh, int64_t
 bool channel_rows_suit(const Valid& v) { return v.cout > 8 && v.cout <= 16 && v.ow < 12; }
 
 void channel_conv_image(const Valid& v, const float* xp, const float* wt, float* y) {
-  const int64_t row_lo = std::max<int64_t>(v.row_lo, 0);
-  const int64_t row_hi = std::min(v.row_hi, v.hp());
   const ChannelRowArgs a{.x = xp, .w = wt, .y = y, .cin = v.cin, .x_plane = v.hp() * v.wp(),
                          .wp = v.wp(), .kh = v.kh, .kw = v.kw, .cout = v.cout,
                          .y_plane = v.oh * v.ow, .ow = v.ow, .lanes = lanes(v.cout)};
-  run_channel_row(v.ow, a, v.oh, row_lo, row_hi);
+  run_channel_row(v.ow, a, v.oh, v.row_lo, v.row_hi);
 }
 
 constexpr int max_row_block(int nv) { return nv == 1 ? 16 : 12; }
@@ -312,12 +310,10 @@ void valid_conv_image(const Valid& v, const float* xp, const float* wt, float* y
                       .x_plane = x_plane, .wp = wp, .kh = v.kh, .kw = v.kw, .cout = v.cout,
                       .y_plane = y_plane, .ow = v.ow, .tail = lanes(width - 16 * (nv - 1))};
       const int64_t count = std::min(ob, v.cout - o0);
-      const int64_t row_lo = std::max<int64_t>(v.row_lo, 0);
-      const int64_t row_hi = std::min(v.row_hi, v.hp());
       if (nv == 1) {
-        run_row<1>(count, a, v.oh, row_lo, row_hi);
+        run_row<1>(count, a, v.oh, v.row_lo, v.row_hi);
       } else {
-        run_row<2>(count, a, v.oh, row_lo, row_hi);
+        run_row<2>(count, a, v.oh, v.row_lo, v.row_hi);
       }
     }
   }
@@ -537,8 +533,8 @@ void filter_unit(const ConvShape& s, const float* dy, const float* xp, int64_t i
 // padded by (top, left) into a scratch buffer first.
 void conv_images(const ConvShape& s, Valid v, const float* in, int64_t h, int64_t w,
                  int64_t top, int64_t left, const float* wt, float* out, ThreadPool& pool) {
-  v.row_lo = top;
-  v.row_hi = top + h;
+  v.row_lo = std::clamp<int64_t>(top, 0, v.hp());  // the padded rows that hold data
+  v.row_hi = std::clamp<int64_t>(top + h, v.row_lo, v.hp());
   const int64_t in_image = v.cin * h * w;
   const int64_t out_image = v.cout * v.oh * v.ow;
   pool.parallel_for(s.n, images_per_chunk(s, kTaskFlops), [&](int64_t begin, int64_t end) {
