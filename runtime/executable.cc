@@ -224,7 +224,10 @@ class Compiler {
     l.label = labels_.at(&c);
     l.debug = c.debug();
     if (is_control(prim.get())) return lower_control(c, std::move(l));
-    for (std::size_t i = 0; i < c.num_args(); ++i) flatten(tree_of(c.arg(i)), l.inputs, name);
+    for (std::size_t i = 0; i < c.num_args(); ++i) {
+      flatten(tree_of(c.arg(i)), l.inputs, name);
+      depend_edges(c.arg(i), l.after);
+    }
     if (!c.abstract()) throw InternalError(name + ": expected an inferred node, got none");
     Tree out = outputs_of(*c.abstract(), l.outputs, name);
     if (l.outputs.empty()) throw InternalError(name + ": expected tensor outputs, got none");
@@ -242,6 +245,17 @@ class Compiler {
     elementwise_.push_back(l.kernel->elementwise_in_place && l.outputs.size() == 1);
     x_.launches_.push_back(std::move(l));
     return out;
+  }
+
+  // Depend(value, x) read as an argument (through nested Depends too): x's buffers, whose
+  // writers the reading launch must follow (Launch::after). The value is read; x is not.
+  void depend_edges(const Node* arg, std::vector<std::size_t>& after) {
+    while (arg->is_cnode()) {
+      const auto* d = static_cast<const CNode*>(arg);
+      if (!d->is_call_to("Depend") || d->num_args() != 2) return;
+      buffer_leaves(tree_of(d->arg(1)), after);
+      arg = d->arg(0);
+    }
   }
 
   // The kernel's compile-time step: its plan, and its workspace as a buffer of its own.
@@ -380,6 +394,9 @@ class Compiler {
       std::vector<std::size_t> preds;
       for (std::size_t b : ins[i]) {
         ++readers[b];
+        if (writer[b] >= 0) preds.push_back(static_cast<std::size_t>(writer[b]));
+      }
+      for (std::size_t b : L[i].after) {  // Depend: ordered, not read
         if (writer[b] >= 0) preds.push_back(static_cast<std::size_t>(writer[b]));
       }
       std::sort(preds.begin(), preds.end());

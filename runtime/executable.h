@@ -101,6 +101,9 @@ class Executable {
     ir::PrimitivePtr prim;             ///< the node's primitive
     std::vector<std::size_t> inputs;   ///< buffer ids
     std::vector<std::size_t> outputs;  ///< buffer ids
+    /// Buffers whose writers run before this launch although it does not read them: the second
+    /// arguments of the Depend nodes it reads its arguments through (an ordering edge).
+    std::vector<std::size_t> after;
     std::string name;   ///< the node's name
     std::string label;  ///< ir::cnode_labels: the node in its graph's IR text
     ir::DebugInfo debug;  ///< the node's debug info (scope, source line, role)

@@ -115,6 +115,35 @@ TEST(Executable, StructuralOpsConstantsAndWeights) {
   EXPECT_THROW(exe->run({Value::tensor(Tensor(DType::kFloat32, {3, 2}))}), ValueError);
 }
 
+// Depend(value, x) is an ordering edge in the compiled plan: the launch reading the Depend runs
+// after x's producer even where the memory-aware scheduler would run it first. Without the
+// Depend, Exp(small) allocates least and runs first; with Depend(small, Neg(Neg(big))) it runs
+// after both Negs (and after the last Neg, which frees as much as it allocates). The results are
+// the interpreter's either way.
+TEST(Executable, DependOrdersTheLaunchThatReadsIt) {
+  for (bool ordered : {false, true}) {
+    SCOPED_TRACE(ordered ? "with Depend" : "without Depend");
+    Module m;
+    FuncGraph* g = m.add_graph("main");
+    Node* small = g->add_parameter("small", Abstract::tensor(DType::kFloat32, {4}));
+    Node* big = g->add_parameter("big", Abstract::tensor(DType::kFloat32, {1000}));
+    Node* n2 = call(g, "Neg", {call(g, "Neg", {big})});
+    Node* e = call(g, "Exp", {ordered ? call(g, "Depend", {small, n2}) : small});
+    g->set_output(call(g, "MakeTuple", {e, call(g, "Neg", {n2})}));
+    auto exe = compile(*g);
+    std::vector<std::string> order;
+    for (const auto& l : exe->launches()) order.push_back(l.prim->name());
+    const std::vector<std::string> expected =
+        ordered ? std::vector<std::string>{"Neg", "Neg", "Neg", "Exp"}
+                : std::vector<std::string>{"Exp", "Neg", "Neg", "Neg"};
+    EXPECT_EQ(order, expected);
+    std::mt19937 rng(3);
+    const std::vector<Value> args{Value::tensor(random_tensor(DType::kFloat32, {4}, rng)),
+                                  Value::tensor(random_tensor(DType::kFloat32, {1000}, rng))};
+    EXPECT_TRUE(same(exe->run(args), interpret(*g, args)));
+  }
+}
+
 // Plans given one SharedArena (a Model's training step and evaluation) take their memory from it:
 // the larger plan's arena serves both, whichever ran first; a result that fills its arena is
 // copied out rather than handed over with the shared memory.
@@ -679,6 +708,10 @@ TEST(Executable, KernelsListedAsWritingEveryElementDoSo) {
       cases.push_back({"BatchNorm", {any(x), pos({4}), any({4}), any({4}), pos({4})}, a});
       cases.push_back({"BatchNormGrad", {any(x), any(x), pos({4}), any({4}), pos({4})}, a});
     }
+  }
+  for (const char* act : {"none", "relu"}) {
+    cases.push_back({"BatchNormApply", {any({3, 4, 5, 6}), any({4}), any({4}), any({4}), pos({4})},
+                     {{"act", Value::string(act)}}});
   }
   // Conv2DBiasAct: the Conv2D kernel, then the bias and activation pass over every element.
   for (std::int64_t stride : {1, 2}) {
