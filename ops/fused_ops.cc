@@ -28,6 +28,8 @@ constexpr const char* kNotDifferentiable = "made by the fuse pass after autodiff
 constexpr const char* kNotInMindIR = "loom's own fused op (MindSpore has no primitive of that "
                                      "name); the export pipeline does not run the fuse pass";
 
+}  // namespace
+
 AttrSpec act_attr() {
   return AttrSpec{
       .name = "act",
@@ -41,6 +43,8 @@ AttrSpec act_attr() {
       },
   };
 }
+
+namespace {
 
 // The component primitive's name for an `act` value ("" for none).
 std::string act_op(const std::string& act) {

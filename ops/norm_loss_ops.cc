@@ -17,6 +17,10 @@
 //   inference  y = (x - mean) / sqrt(variance + ε) · scale + bias; out[1] = out[3] = mean and
 //              out[2] = out[4] = variance are passed through (MindSpore documents that the
 //              reserve spaces equal mean and variance in inference).
+// In training, y is computed from μ and 1 / sqrt(σ² + ε) as stored in out[3] and out[4] (rounded
+// to x's dtype), so that BatchNormApply{act}(x, scale, bias, out[3], out[4]) = act(y) bitwise: the
+// recompute pass (core/passes/recompute.cc) uses it to compute ReLU(y) again in the backward pass
+// instead of keeping it from the forward pass. BatchNormApply has no gradient and no MindIR form.
 // `momentum` is the weight of the new batch statistic (MindSpore's op convention, the same as
 // PyTorch's; nn.BatchNorm2d's momentum 0.9 is the weight of the old value and reaches the op as
 // 1 - 0.9). Only "NCHW" is accepted for `format`.
@@ -182,6 +186,12 @@ AbstractPtr infer_batch_norm(const InferContext& c) {
   return ir::Abstract::tuple({c.input(0), stat, stat, stat, stat});
 }
 
+AbstractPtr infer_batch_norm_apply(const InferContext& c) {
+  const ir::Abstract& x = batch_norm_x(c, 0, "x");
+  check_channel_inputs(c, x, "x", 1, {"scale", "bias", "mean", "inv_std"});
+  return c.input(0);
+}
+
 AbstractPtr infer_batch_norm_grad(const InferContext& c) {
   const ir::Abstract& dy = batch_norm_x(c, 0, "dy");
   const ir::Abstract& x = batch_norm_x(c, 1, "x");
@@ -301,6 +311,19 @@ void register_norm_loss_ops(Registry& r) {
                  .output_names = {"y", "batch_mean", "batch_variance", "reserve_space_1",
                                   "reserve_space_2"},
                  .attrs = {format_mindir()}},
+  });
+  r.add(OpDef{
+      .name = "BatchNormApply",
+      .attrs = {act_attr()},
+      .num_inputs = 5,
+      .trait = Trait::kOpaque,
+      .infer = infer_batch_norm_apply,
+      .not_differentiable_because = "made by the recompute pass after autodiff",
+      .summary = "act((x - mean) · scale · inv_std + bias) from training BatchNorm's saved mean "
+                 "and inverse std (its outputs 3 and 4): its y again, bitwise (made by the "
+                 "recompute pass)",
+      .mindir = {.absent_because = "loom's own op (MindSpore has no primitive of that name); "
+                                   "the export pipeline does not run the recompute pass"},
   });
   r.add(OpDef{
       .name = "BatchNormGrad",

@@ -285,6 +285,9 @@ inline OpDef with_mindir(OpDef def, MindIRForm form) {
   def.mindir = std::move(form);
   return def;
 }
+/// The `act` attribute of the ops with a built-in activation (MatMulBiasAct, Conv2DBiasAct,
+/// BatchNormApply): one of "none" (the default), "relu", "relu6".
+AttrSpec act_attr();
 /// Decodes and checks a `program` attribute for `num_inputs` inputs; throws ValueError naming
 /// FusedElementwise when it is malformed.
 std::vector<FusedStep> fused_program(const Value& program, std::size_t num_inputs);

@@ -1,5 +1,6 @@
 // CPU kernels of the normalization and loss family (Float32 and Float64): BatchNorm,
-// BatchNormGrad, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss.
+// BatchNormApply, BatchNormGrad, SoftmaxCrossEntropyWithLogits,
+// SparseSoftmaxCrossEntropyWithLogits, L2Loss.
 // The math and the meaning of every output are stated in ops/norm_loss_ops.cc.
 //
 // Every sum is taken in double and in a fixed order, so results do not depend on the thread
@@ -183,8 +184,11 @@ std::vector<std::array<double, K>> channel_sums(ThreadPool& pool, const Layout& 
   return total;
 }
 
-// out[i] = (in[i] - shift[c]) · mul[c] + add[c] for every element i of channel c.
-template <typename T>
+enum class Act { kNone, kReLU, kReLU6 };
+
+// out[i] = act((in[i] - shift[c]) · mul[c] + add[c]) for every element i of channel c, the
+// channel's parameters rounded to T. The activation is ReLU's and ReLU6's formula (a NaN stays).
+template <Act kAct = Act::kNone, typename T>
 void channel_affine(ThreadPool& pool, const Layout& l, const T* in,
                     const std::vector<double>& shift, const std::vector<double>& mul,
                     const std::vector<double>& add, T* out) {
@@ -198,7 +202,16 @@ void channel_affine(ThreadPool& pool, const Layout& l, const T* in,
       const T a = static_cast<T>(add[ch]);
       const T* src = in + p * l.s;
       T* dst = out + p * l.s;
-      for (int64_t i = 0; i < l.s; ++i) dst[i] = (src[i] - sh) * m + a;
+      for (int64_t i = 0; i < l.s; ++i) {
+        const T v = (src[i] - sh) * m + a;
+        if constexpr (kAct == Act::kNone) {
+          dst[i] = v;
+        } else if constexpr (kAct == Act::kReLU) {
+          dst[i] = v < T(0) ? T(0) : v;
+        } else {
+          dst[i] = v < T(0) ? T(0) : (v > T(6) ? T(6) : v);
+        }
+      }
     }
   });
 }
@@ -298,7 +311,8 @@ void batch_norm(const KernelContext& k) {
   const auto m = static_cast<double>(l.per_channel());
   std::vector<double> inv_std(channels), new_mean(channels), new_var(channels);
   for (std::size_t c = 0; c < channels; ++c) {
-    inv_std[c] = 1.0 / std::sqrt(var[c] + eps);
+    // y's multiplier from the inverse std as out[4] stores it: BatchNormApply's, bitwise.
+    inv_std[c] = static_cast<double>(static_cast<T>(1.0 / std::sqrt(var[c] + eps)));
     mul[c] = scale[c] * inv_std[c];
     new_mean[c] = (1 - momentum) * moving_mean[c] + momentum * mean[c];
     new_var[c] = (1 - momentum) * moving_var[c] + momentum * var[c] * m / (m - 1);
@@ -308,6 +322,30 @@ void batch_norm(const KernelContext& k) {
   store<T>(new_var, k.out(2));
   store<T>(mean, k.out(3));
   store<T>(inv_std, k.out(4));
+}
+
+// act(y) of training BatchNorm again from its saved mean and inverse std (outputs 3 and 4), with
+// the training kernel's arithmetic: the same parameters and the same channel_affine.
+template <typename T>
+void batch_norm_apply(const KernelContext& k) {
+  const Tensor& x = k.in(0);
+  const Layout l = layout_of(x);
+  const std::vector<double> scale = to_doubles<T>(k.in(1));
+  const std::vector<double> bias = to_doubles<T>(k.in(2));
+  const std::vector<double> mean = to_doubles<T>(k.in(3));
+  const std::vector<double> inv_std = to_doubles<T>(k.in(4));
+  std::vector<double> mul(scale.size());
+  for (std::size_t c = 0; c < mul.size(); ++c) mul[c] = scale[c] * inv_std[c];
+  const std::string& act = k.attr("act").as_string();
+  const T* px = x.data<T>();
+  T* py = k.out(0).data<T>();
+  if (act == "relu") {
+    channel_affine<Act::kReLU>(cpu::pool(k), l, px, mean, mul, bias, py);
+  } else if (act == "relu6") {
+    channel_affine<Act::kReLU6>(cpu::pool(k), l, px, mean, mul, bias, py);
+  } else {
+    channel_affine(cpu::pool(k), l, px, mean, mul, bias, py);
+  }
 }
 
 template <typename T>
@@ -496,6 +534,7 @@ template <typename T>
 void add_kernels(KernelRegistry& r) {
   constexpr DType dtype = DTypeOf<T>::value;
   r.add("BatchNorm", dtype, batch_norm<T>).writes_every_output_element();
+  r.add("BatchNormApply", dtype, batch_norm_apply<T>).writes_every_output_element();
   r.add("BatchNormGrad", dtype, batch_norm_grad<T>).writes_every_output_element();
   r.add("SoftmaxCrossEntropyWithLogits", dtype, softmax_cross_entropy<T>);
   r.add("SparseSoftmaxCrossEntropyWithLogits", dtype,

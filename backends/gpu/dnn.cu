@@ -1,8 +1,8 @@
 // CUDA kernels of the convolution, pooling and batch-norm family (NCHW; Float32 and Float64):
 // Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, the fused Conv2DBiasAct, MaxPool,
-// MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, BatchNorm and BatchNormGrad, with the
-// semantics of the CPU kernels (backends/cpu/conv_kernels.cc, pool_kernels.cc,
-// norm_loss_kernels.cc, fused_kernels.cc).
+// MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, BatchNorm, BatchNormApply and
+// BatchNormGrad, with the semantics of the CPU kernels (backends/cpu/conv_kernels.cc,
+// pool_kernels.cc, norm_loss_kernels.cc, fused_kernels.cc).
 //
 // Convolutions run on cuDNN (the v7-style descriptor API). prepare() builds the descriptors and
 // picks the algorithm once per node, as PyTorch's cudnn.benchmark does: a timed search
@@ -1106,6 +1106,15 @@ Prepared prepare_norm(const Shape& x) {
 }
 
 Prepared prepare_batch_norm(const PrepareContext& c) { return prepare_norm(c.inputs[0].shape); }
+// BatchNormApply: the parameters alone (no sums).
+Prepared prepare_batch_norm_apply(const PrepareContext& c) {
+  auto p = std::make_shared<NormPlan>();
+  p->l = layout_of(c.inputs[0].shape);
+  p->param_bytes = round_up(static_cast<std::size_t>(p->l.c * 4) * sizeof(double));
+  p->workspace = p->l.c == 0 ? 0 : 2 * p->param_bytes + kAlign;
+  const std::size_t bytes = p->workspace;
+  return {std::move(p), bytes};
+}
 Prepared prepare_batch_norm_grad(const PrepareContext& c) {
   return prepare_norm(c.inputs[1].shape);
 }
@@ -1259,7 +1268,8 @@ __global__ void batch_norm_train_kernel(Layout l, int64_t parts, const double* p
       mean = prm.at(0, ch);
       var = a / m;
     }
-    const double inv_std = 1.0 / sqrt(var + eps);
+    // y's multiplier from the inverse std as saved_inv_std stores it: BatchNormApply's, bitwise.
+    const double inv_std = static_cast<double>(static_cast<T>(1.0 / sqrt(var + eps)));
     const double mul = static_cast<double>(scale[ch]) * inv_std;
     new_mean[ch] = static_cast<T>((1 - momentum) * static_cast<double>(moving_mean[ch]) +
                                   momentum * mean);
@@ -1293,6 +1303,20 @@ __global__ void batch_norm_infer_kernel(int64_t channels, const T* scale, const 
   }
 }
 
+// BatchNormApply: y's parameters from training BatchNorm's saved mean and inverse std, as
+// batch_norm_train_kernel computes them.
+template <typename T>
+__global__ void batch_norm_apply_kernel(int64_t channels, const T* scale, const T* bias,
+                                        const T* mean, const T* inv_std, Params prm,
+                                        T* rounded) {
+  LOOM_GRID_LOOP(ch, channels) {
+    prm.at(0, ch) = static_cast<double>(mean[ch]);
+    prm.at(1, ch) = static_cast<double>(scale[ch]) * static_cast<double>(inv_std[ch]);
+    prm.at(2, ch) = static_cast<double>(bias[ch]);
+    set_rounded(prm, rounded, 3, ch);
+  }
+}
+
 // The elementwise half of batch norm over x's (N, C, S) elements, V consecutive elements a
 // thread (V = 4: float4 loads and stores, where S is a multiple of 4 and the pointers are 16-byte
 // aligned) with index type I (32-bit where the tensor allows): one division per group for its
@@ -1300,16 +1324,21 @@ __global__ void batch_norm_infer_kernel(int64_t channels, const T* scale, const 
 // dx = dy·a + (x - mu)·b + c0 (rows 0 mu, 1 a, 2 b, 3 c0); else out = (in - shift)·mul + add
 // (rows 0 shift, 1 mul, 2 add: the CPU's channel_affine). Each element's arithmetic is the
 // scalar formula's.
-template <typename T, bool kDx>
+// kAct (out = ... only): 0 none, 1 ReLU, 2 ReLU6 after the affine map, as ReLU's and ReLU6's
+// kernels compute them (a NaN stays).
+template <typename T, bool kDx, int kAct = 0>
 __device__ inline T bn_element(T in, T x, T p0, T p1, T p2, T p3) {
   if constexpr (kDx) {
     return in * p1 + (x - p0) * p2 + p3;
   } else {
-    return (in - p0) * p1 + p2;
+    const T v = (in - p0) * p1 + p2;
+    if constexpr (kAct == 1) return v < T(0) ? T(0) : v;
+    if constexpr (kAct == 2) return v < T(0) ? T(0) : (v > T(6) ? T(6) : v);
+    return v;
   }
 }
 
-template <typename T, int V, typename I, bool kDx>
+template <typename T, int V, typename I, bool kDx, int kAct = 0>
 __global__ void bn_elementwise_kernel(I groups, I s_groups, I c, const T* in, const T* x,
                                       const T* p, T* out) {
   for (I g = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
@@ -1322,13 +1351,13 @@ __global__ void bn_elementwise_kernel(I groups, I s_groups, I c, const T* in, co
       float4 b = a;
       if constexpr (kDx) b = reinterpret_cast<const float4*>(x)[g];
       float4 o;
-      o.x = bn_element<T, kDx>(a.x, b.x, p0, p1, p2, p3);
-      o.y = bn_element<T, kDx>(a.y, b.y, p0, p1, p2, p3);
-      o.z = bn_element<T, kDx>(a.z, b.z, p0, p1, p2, p3);
-      o.w = bn_element<T, kDx>(a.w, b.w, p0, p1, p2, p3);
+      o.x = bn_element<T, kDx, kAct>(a.x, b.x, p0, p1, p2, p3);
+      o.y = bn_element<T, kDx, kAct>(a.y, b.y, p0, p1, p2, p3);
+      o.z = bn_element<T, kDx, kAct>(a.z, b.z, p0, p1, p2, p3);
+      o.w = bn_element<T, kDx, kAct>(a.w, b.w, p0, p1, p2, p3);
       reinterpret_cast<float4*>(out)[g] = o;
     } else {
-      out[g] = bn_element<T, kDx>(in[g], kDx ? x[g] : T(0), p0, p1, p2, p3);
+      out[g] = bn_element<T, kDx, kAct>(in[g], kDx ? x[g] : T(0), p0, p1, p2, p3);
     }
   }
 }
@@ -1336,7 +1365,7 @@ __global__ void bn_elementwise_kernel(I groups, I s_groups, I c, const T* in, co
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // Launches bn_elementwise_kernel for x's layout (x: null unless kDx).
-template <typename T, bool kDx>
+template <typename T, bool kDx, int kAct = 0>
 void bn_elementwise(const Layout& l, const T* in, const T* x, const T* p, T* out,
                     cudaStream_t stream) {
   const int64_t total = l.n * l.c * l.s;
@@ -1348,7 +1377,7 @@ void bn_elementwise(const Layout& l, const T* in, const T* x, const T* p, T* out
   auto launch = [&](auto index, auto width) {
     using I = decltype(index);
     constexpr int V = decltype(width)::value;
-    bn_elementwise_kernel<T, V, I, kDx><<<blocks(groups), kThreads, 0, stream>>>(
+    bn_elementwise_kernel<T, V, I, kDx, kAct><<<blocks(groups), kThreads, 0, stream>>>(
         static_cast<I>(groups), static_cast<I>(l.s / v), static_cast<I>(l.c), in, x, p, out);
     check_launch();
   };
@@ -1410,6 +1439,31 @@ void batch_norm(const KernelContext& k) {
     check_launch();
   }
   bn_elementwise<T, false>(l, x, nullptr, rounded, k.out(0).data<T>(), stream);
+}
+
+template <typename T>
+void batch_norm_apply(const KernelContext& k) {
+  const NormPlan& plan = k.state<NormPlan>();
+  const Layout& l = plan.l;
+  if (l.c == 0) return;
+  const cudaStream_t stream = context(k).stream;
+  char* ws = workspace_base(k, plan.workspace);
+  const Params prm{plan.params(ws), l.c};
+  T* rounded = plan.rounded<T>(ws);
+  batch_norm_apply_kernel<T><<<blocks(l.c), kThreads, 0, stream>>>(
+      l.c, k.in(1).data<T>(), k.in(2).data<T>(), k.in(3).data<T>(), k.in(4).data<T>(), prm,
+      rounded);
+  check_launch();
+  const std::string& act = k.attr("act").as_string();
+  const T* x = k.in(0).data<T>();
+  T* y = k.out(0).data<T>();
+  if (act == "relu") {
+    bn_elementwise<T, false, 1>(l, x, nullptr, rounded, y, stream);
+  } else if (act == "relu6") {
+    bn_elementwise<T, false, 2>(l, x, nullptr, rounded, y, stream);
+  } else {
+    bn_elementwise<T, false>(l, x, nullptr, rounded, y, stream);
+  }
 }
 
 // BatchNormGrad's per-channel results: dscale, dbias, and dx's parameters (training: rows 0 mean,
@@ -1503,6 +1557,8 @@ void add_kernels(KernelRegistry& r) {
   r.add("AvgPoolGrad", dtype, avg_pool_grad<T>).with_prepare(prepare_pool<true, false>)
       .writes_every_output_element();
   r.add("BatchNorm", dtype, batch_norm<T>).with_prepare(prepare_batch_norm)
+      .writes_every_output_element();
+  r.add("BatchNormApply", dtype, batch_norm_apply<T>).with_prepare(prepare_batch_norm_apply)
       .writes_every_output_element();
   r.add("BatchNormGrad", dtype, batch_norm_grad<T>).with_prepare(prepare_batch_norm_grad)
       .writes_every_output_element();

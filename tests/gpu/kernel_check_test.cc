@@ -543,7 +543,7 @@ TEST(GpuCoverage, TrainingAndEvaluationOpsHaveFloat32CudaKernels) {
   ASSERT_NE(cuda(), nullptr) << backend::cuda_unavailable_reason();
   const std::vector<std::string> ops = {
       // LeNet-5 and the ResNets: forward, backward, evaluation
-      "Add", "BatchNorm", "BatchNormGrad", "BiasAddGrad", "BroadcastTo", "Conv2D",
+      "Add", "BatchNorm", "BatchNormApply", "BatchNormGrad", "BiasAddGrad", "BroadcastTo", "Conv2D",
       "Conv2DBackpropFilter", "Conv2DBackpropInput", "Flatten", "FusedElementwise", "MatMul",
       "MatMulBiasAct", "MaxPool", "MaxPoolGrad", "Mul", "OnesLike", "ReLU", "ReduceMean",
       "ReluGrad", "Reshape", "SparseSoftmaxCrossEntropyWithLogits",
@@ -621,6 +621,46 @@ TEST(GpuDeterminism, RepeatedRunsAreBitwiseEqual) {
   EXPECT_EQ(ran, static_cast<int>(wanted.size()));
 }
 
+// The recompute pass's premise on the GPU: BatchNormApply{act} on training BatchNorm's saved
+// statistics gives act(y) of the GPU's BatchNorm bitwise (Float32 and Float64, float4 and scalar
+// element paths).
+TEST(GpuRecompute, BatchNormApplyReproducesBatchNormBitwise) {
+  ASSERT_NE(cuda(), nullptr) << backend::cuda_unavailable_reason();
+  const Attrs bn = {{"is_training", Value::boolean(true)}, {"epsilon", Value::f32(1e-4f)},
+                    {"momentum", Value::f32(0.9f)}};
+  for (bool f64 : {false, true}) {
+    for (const Shape& x : {Shape{32, 64, 16, 16}, Shape{8, 5, 7, 7}, Shape{300, 7}}) {
+      SCOPED_TRACE(std::string(f64 ? "Float64 " : "Float32 ") + shape_to_string(x));
+      const std::int64_t c = x[1];
+      const OpCase bn_case{.name = "bn", .op = "BatchNorm", .attrs = bn,
+                           .inputs = {{.shape = x}, {.shape = {c}, .gen = Gen::kPositive},
+                                      {.shape = {c}}, {.shape = {c}},
+                                      {.shape = {c}, .gen = Gen::kPositive}}};
+      std::vector<Tensor> in;
+      for (const Value& v : make_inputs(bn_case, f64)) in.push_back(v.as_tensor());
+      const Prepared pb = prepare("BatchNorm", bn, in);
+      const std::vector<Tensor> out =
+          run_on(*cuda(), *cuda()->kernels().find("BatchNorm", pb.key), pb, in);
+      for (const char* act : {"none", "relu"}) {
+        SCOPED_TRACE(act);
+        const Attrs aa = {{"act", Value::string(act)}};
+        const std::vector<Tensor> apply_in{in[0], in[1], in[2], out[3], out[4]};
+        const Prepared pa = prepare("BatchNormApply", aa, apply_in);
+        const backend::KernelDef* k = cuda()->kernels().find("BatchNormApply", pa.key);
+        ASSERT_NE(k, nullptr);
+        const Tensor again = run_on(*cuda(), *k, pa, apply_in)[0];
+        std::int64_t differ = 0;
+        for (std::int64_t i = 0; i < again.numel(); ++i) {
+          double want = out[0].get(i);
+          if (std::string(act) == "relu" && want < 0) want = 0;
+          differ += again.get(i) != want;
+        }
+        EXPECT_EQ(differ, 0) << "elements that differ from act(BatchNorm's y)";
+      }
+    }
+  }
+}
+
 // ---- Summary -----------------------------------------------------------------------------------
 
 void print_summary() {
@@ -671,7 +711,8 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   // The CPU table's own tests are linked in with its rows: a plain run runs the GPU suites.
   if (::testing::GTEST_FLAG(filter) == "*") {
-    ::testing::GTEST_FLAG(filter) = "*KernelCheck.*:GpuCoverage.*:GpuDeterminism.*";
+    ::testing::GTEST_FLAG(filter) =
+        "*KernelCheck.*:GpuCoverage.*:GpuDeterminism.*:GpuRecompute.*";
   }
   if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
   if (loom::testing::cpu_as_gpu()) {

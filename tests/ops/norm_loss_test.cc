@@ -70,6 +70,10 @@ static const CaseRegistrar kRows({
     bn_row("batchnorm_infer_nc", false, {5, 3}),
     bn_grad_row("batchnorm_grad_train", true, {2, 3, 2, 2}),
     bn_grad_row("batchnorm_grad_infer", false, {4, 3}),
+    {.name = "batchnorm_apply_relu", .op = "BatchNormApply",
+     .attrs = {{"act", Value::string("relu")}},
+     .inputs = {normal({2, 3, 2, 2}), normal({3}), normal({3}), normal({3}), positive({3})},
+     .check_grad = false},
     // Labels are distributions (rows summing to 1), which the logits rule assumes.
     {.name = "softmax_cross_entropy", .op = "SoftmaxCrossEntropyWithLogits",
      .inputs = {normal({4, 5}), {.shape = {4, 5}, .gen = Gen::kProbability}},
@@ -441,6 +445,45 @@ TEST(NormLoss, ResultsDoNotDependOnTheThreadCount) {
   expect_same_with_1_and_4_threads("L2Loss", {}, {random_f32({100000}, 10)});
 }
 
+// BatchNormApply on training BatchNorm's saved statistics (outputs 3 and 4) gives its y again,
+// and ReLU(y) / ReLU6(y) with act relu / relu6, bitwise: what the recompute pass relies on.
+// Float32 and Float64; long planes, short planes and rank 2; 1 and 4 threads.
+TEST(NormLoss, BatchNormApplyReproducesTrainingBatchNormBitwise) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    for (const Shape& x : {Shape{2, 3, 130, 130}, Shape{8, 5, 4, 4}, Shape{300, 7}}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + shape_to_string(x));
+      const std::int64_t c = x[1];
+      Tensor scale = random_normal(dtype, {c}, 2);
+      scale.set(0, 0.0);  // a zero scale
+      Tensor var = random_normal(dtype, {c}, 5);
+      for (std::int64_t i = 0; i < c; ++i) var.set(i, std::abs(var.get(i)) + 0.5);
+      const std::vector<Tensor> args{random_normal(dtype, x, 1), scale,
+                                     random_normal(dtype, {c}, 3), random_normal(dtype, {c}, 4),
+                                     var};
+      const Value bn = run("BatchNorm", args, bn_attrs(true));
+      const Tensor y = part(bn, 0).as_tensor();
+      for (const char* act : {"none", "relu", "relu6"}) {
+        SCOPED_TRACE(act);
+        const Attrs attrs{{"act", Value::string(act)}};
+        const std::vector<Tensor> apply_args{args[0], args[1], args[2], part(bn, 3).as_tensor(),
+                                             part(bn, 4).as_tensor()};
+        const Tensor again = run("BatchNormApply", apply_args, attrs).as_tensor();
+        ASSERT_EQ(again.shape(), y.shape());
+        ASSERT_EQ(again.dtype(), dtype);
+        std::int64_t differ = 0;
+        for (std::int64_t i = 0; i < y.numel(); ++i) {
+          double want = y.get(i);
+          if (std::string(act) != "none") want = want < 0 ? 0 : want;
+          if (std::string(act) == "relu6") want = want > 6 ? 6 : want;
+          differ += again.get(i) != want;
+        }
+        EXPECT_EQ(differ, 0) << "elements that differ from act(BatchNorm's y)";
+        expect_same_with_1_and_4_threads("BatchNormApply", attrs, apply_args);
+      }
+    }
+  }
+}
+
 // Float32 batch statistics stay within two ulps of the exact ones (long double, two passes)
 // where a one-pass Σx² - (Σx)²/m loses them: channel 0 has mean 3e4 and standard deviation 0.05
 // (mean² / var about 4e11), channel 1's first element lies 1000 standard deviations out, channel
@@ -543,6 +586,18 @@ TEST(NormLoss, BatchNormGradErrors) {
         run("BatchNormGrad", {zeros({2, 3}), zeros({2, 3}), zeros({3}), zeros({2}), zeros({3})});
       },
       "BatchNormGrad: expected reserve_space_1 of shape (3), got (2)");
+}
+
+TEST(NormLoss, BatchNormApplyErrors) {
+  expect_error<ShapeError>(
+      [] {
+        run("BatchNormApply", {zeros({2, 3, 4, 4}), zeros({3}), zeros({3}), zeros({3}),
+                               zeros({4})});
+      },
+      "BatchNormApply: expected inv_std of shape (3), got (4)");
+  expect_error<ValueError>(
+      [] { ops::make_op("BatchNormApply", {{"act", Value::string("gelu")}}); },
+      "BatchNormApply: attribute 'act' expected one of none, relu, relu6, got 'gelu'");
 }
 
 TEST(NormLoss, CrossEntropyErrors) {
