@@ -21,6 +21,8 @@
 #      is short: 100 s are kept for the steps after it);
 #   7. cuda_graphs: `loom train lenet --device GPU --epochs 1` with LOOM_CUDA_GRAPHS=0 and
 #      without, train_images_per_s of both (what replaying the step as a CUDA graph gains);
+#      recompute: ResNet-18 with and without the recompute pass (the same weights), and the
+#      step of ResNet-18 b256 and ResNet-50 224x224 b128 with and without it (speed, memory);
 #   8. profile_r18: ResNet-18 batch 256, steps 3-5 profiled (--profile), `loom profile show`;
 #   9. profiles: LeNet-5 batch 256 and ResNet-50 224x224 batch 128 profiled with the memory plan;
 #  10. nsys_lenet: where Nsight Systems is installed, the kernels of LeNet's step at batch 256,
@@ -300,6 +302,44 @@ sys.exit(0 if all(rates) else 1)
 EOF
 }
 
+# The recompute pass on the GPU: ResNet-18 (batch 256, 2,048 images, deterministic) trains to
+# the same weights with and without it; then the step alone (loom_bench_train, the batch resident
+# on the GPU) of ResNet-18 b256 and ResNet-50 224x224 b128 with and without it, in turn: images/s
+# and the device's high-water mark.
+recompute() {
+  local without='inline,repeat(simplify,cse,dce),fuse,dce' r with_sha without_sha
+  local small=(resnet18 --device GPU --deterministic --epochs 1 --train-samples 2048
+               --test-samples 256 --batch-size 256 --json --data-dir "$WORK/fashion-mnist")
+  r=$("$WORK/loom" train "${small[@]}" 2>&1 | tail -n 1) || { echo "$r"; return 1; }
+  echo "  with recompute:    $r"
+  with_sha=$(sed -n 's/.*"weights_sha256":"\([0-9a-f]*\)".*/\1/p' <<<"$r")
+  r=$("$WORK/loom" train "${small[@]}" --passes "$without" 2>&1 | tail -n 1) || {
+    echo "$r"; return 1; }
+  echo "  without recompute: $r"
+  without_sha=$(sed -n 's/.*"weights_sha256":"\([0-9a-f]*\)".*/\1/p' <<<"$r")
+  local status=0
+  if [[ -z $with_sha || $with_sha != "$without_sha" ]]; then
+    echo "  FAIL: the weights differ with and without recompute"
+    status=1
+  else
+    echo "  the same weights with and without recompute: $with_sha"
+  fi
+  local round cfg
+  for round in 1 2; do
+    for cfg in "resnet18 --batch 256 --steps 40" "resnet50 --imagenet --batch 128 --steps 20"; do
+      # shellcheck disable=SC2086  # cfg is a list of options
+      r=$("$WORK/loom_bench_train" --model $cfg --device GPU --repeats 1 --warmup 3 2>&1 |
+          tail -n 1)
+      echo "  round $round, $cfg, with recompute:    $r"
+      # shellcheck disable=SC2086
+      r=$("$WORK/loom_bench_train" --model $cfg --device GPU --repeats 1 --warmup 3 \
+          --passes "$without" 2>&1 | tail -n 1)
+      echo "  round $round, $cfg, without recompute: $r"
+    done
+  done
+  return $status
+}
+
 # ResNet-18 at batch 256: 6 steps, steps 3-5 profiled, the tables into the log.
 profile_r18() {
   rm -rf "$OUT/prof_r18"
@@ -379,8 +419,8 @@ modes() {
 }
 
 export ROOT BUNDLE WORK OUT
-export -f dexz unpack cuda_lib_dirs find_cuda machine cuda_graphs profile_r18 profiles nsys_lenet \
-  modes
+export -f dexz unpack cuda_lib_dirs find_cuda machine cuda_graphs recompute profile_r18 profiles \
+  nsys_lenet modes
 
 main() {
   echo "loom GPU check, $(date -u +%FT%TZ), $(uname -n), repository $ROOT"
@@ -414,6 +454,7 @@ main() {
       --json "$OUT/bench.json" --budget "$bench_budget" \
       ${LOOM_GPU_CHECK_BENCH:+--configs $LOOM_GPU_CHECK_BENCH}
     step cuda_graphs 60 cuda_graphs
+    step recompute 120 recompute
     step profile_r18 60 profile_r18
     step profiles 90 profiles
     step nsys_lenet 90 nsys_lenet

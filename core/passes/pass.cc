@@ -48,6 +48,7 @@ const PassRegistry& PassRegistry::global() {
     register_cse(*r);
     register_fold_constants(*r);
     register_fuse(*r);
+    register_recompute(*r);
     return r;
   }();
   return *registry;

@@ -9,8 +9,9 @@ const std::string& pipeline(Purpose purpose) {
   // inline flattens the forward / backward graph pairs autodiff makes; simplify and dce take
   // the residual tuples apart; cse merges what the backward recomputes of the forward; fuse
   // (after everything, as fused ops have no bprop) joins bias-and-activation epilogues and
-  // elementwise chains.
-  static const std::string kTrain = "inline,repeat(simplify,cse,dce),fuse,dce";
+  // elementwise chains. recompute (training only, after cse, which would merge its
+  // recomputations back into the forward values) frees the activations after BatchNorms.
+  static const std::string kTrain = "inline,repeat(simplify,cse,dce),recompute,fuse,dce";
   static const std::string kEval = "inline,repeat(simplify,cse,dce),fuse,dce";
   // MindSpore must be able to read every op: no fuse.
   static const std::string kExport = "inline,repeat(simplify,dce),fold_constants,dce";

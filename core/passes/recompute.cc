@@ -1,0 +1,147 @@
+// recompute: computes the activation after a training BatchNorm again in the backward pass
+// instead of keeping it from the forward pass (MindSpore's recompute, PyTorch's activation
+// checkpointing, for the one case where it costs almost nothing).
+//
+// In a convolution → BatchNorm → ReLU chain, the backward pass reads ReLU's output z twice: the
+// next convolution's filter gradient takes it as its input, and ReluGrad as its mask. Both come
+// late, so every z of the network is kept through the forward pass and the start of the
+// backward pass, where the memory peaks. The BatchNorm's gradient keeps its input x and its
+// saved mean and inverse std anyway, and z = act((x - mean) · scale · inv_std + bias) from
+// exactly those (ops/norm_loss_ops.cc: BatchNorm computes y from its saved statistics, so the
+// result is bitwise the forward one). The pass rewrites, after autodiff,
+//
+//   %bn = BatchNorm(%x, %scale, %bias, %mean, %var) {is_training: true}
+//   %z  = ReLU(TupleGetItem(%bn, 0))                 used in the forward and backward passes
+// to, for the uses by backward nodes (DebugInfo::role),
+//   %zr = BatchNormApply(Depend(%x, %d), %scale, %bias, TupleGetItem(%bn, 3),
+//                        TupleGetItem(%bn, 4)) {act: "relu"}
+// where %d is a backward input of the first backward user of %z (the gradient it works on, such
+// as the filter gradient's dout): the Depend keeps the runtime's scheduler from computing %zr
+// before the backward pass reaches it (runtime/executable.cc turns it into an ordering edge).
+// The forward %z then dies at its last forward use. ReLU6 likewise (act "relu6").
+//
+// Leaves alone: a BatchNorm in inference mode (its y is not computed from saved statistics); an
+// activation without forward users (nothing to free) or without backward users (nothing to
+// recompute), or that is a graph's output; uses in other graphs; a first backward user with no
+// backward input to order after; dtypes without kernels (only Float32 and Float64 have them).
+#include <unordered_map>
+
+#include "core/ir/anf.h"
+#include "core/ir/error.h"
+#include "core/ir/manager.h"
+#include "core/passes/pass.h"
+#include "ops/op.h"
+
+namespace loom::passes {
+
+namespace {
+
+using ir::CNode;
+using ir::FuncGraph;
+using ir::Node;
+using ir::Value;
+
+// The BatchNorm{is_training: true} call whose y (output 0) `act_input` takes, or null.
+CNode* training_batch_norm_of(const Node* act_input) {
+  if (!act_input->is_cnode()) return nullptr;
+  const auto* get = static_cast<const CNode*>(act_input);
+  if (!get->is_call_to("TupleGetItem") || get->num_args() != 2 || !get->arg(0)->is_cnode() ||
+      !get->arg(1)->is_value()) {
+    return nullptr;
+  }
+  const Value& index = static_cast<const ir::ValueNode*>(get->arg(1))->value();
+  if (!index.is_scalar() || index.as_int() != 0) return nullptr;
+  auto* bn = static_cast<CNode*>(get->arg(0));
+  if (!bn->is_call_to("BatchNorm") || bn->num_args() != 5) return nullptr;
+  const ir::Primitive* prim = bn->primitive();
+  if (!prim->has_attr("is_training") || !prim->attr("is_training").as_bool()) return nullptr;
+  const auto& a = bn->abstract();
+  if (!a || !a->is_tuple() || a->elements().size() != 5) return nullptr;
+  const auto& y = a->elements()[0];
+  if (!y->is_tensor() || (y->dtype() != DType::kFloat32 && y->dtype() != DType::kFloat64)) {
+    return nullptr;
+  }
+  return bn;
+}
+
+bool is_backward(const Node* n) {
+  return n->is_cnode() && static_cast<const CNode*>(n)->debug().role == ir::Role::kBackward;
+}
+
+bool recompute_graph(ir::Manager& mgr, FuncGraph& graph) {
+  const std::vector<CNode*> order = graph.topo_order();
+  std::unordered_map<const CNode*, std::size_t> position;
+  for (std::size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
+  bool changed = false;
+  for (CNode* act : order) {
+    std::string act_name;
+    if (act->is_call_to("ReLU")) act_name = "relu";
+    if (act->is_call_to("ReLU6")) act_name = "relu6";
+    if (act_name.empty() || act->num_args() != 1 || act->debug().role == ir::Role::kBackward ||
+        !mgr.output_of(act).empty()) {
+      continue;
+    }
+    CNode* bn = training_batch_norm_of(act->arg(0));
+    if (bn == nullptr) continue;
+    std::vector<ir::Use> backward, forward;
+    for (const ir::Use& u : mgr.users(act)) {
+      (u.user->debug().role == ir::Role::kBackward ? backward : forward).push_back(u);
+    }
+    if (backward.empty() || forward.empty()) continue;
+    // The first backward user, and a backward input of it to order the recomputation after.
+    const CNode* first = nullptr;
+    for (const ir::Use& u : backward) {
+      if (u.user->graph() != &graph || !position.contains(u.user)) {
+        first = nullptr;
+        break;
+      }
+      if (first == nullptr || position.at(u.user) < position.at(first)) first = u.user;
+    }
+    if (first == nullptr) continue;
+    Node* anchor = nullptr;
+    for (std::size_t i = 0; i < first->num_args() && anchor == nullptr; ++i) {
+      if (first->arg(i) != act && is_backward(first->arg(i))) anchor = first->arg(i);
+    }
+    if (anchor == nullptr) continue;
+
+    ir::DebugInfo debug = act->debug();
+    debug.role = ir::Role::kBackward;
+    debug.forward = act->debug().scope;
+    auto element = [&](std::int64_t i) {
+      CNode* get = graph.add_call(ops::make_op("TupleGetItem"), {bn, graph.add_value(Value::i64(i))},
+                                  bn->debug());
+      get->set_abstract(bn->abstract()->elements()[static_cast<std::size_t>(i)]);
+      return get;
+    };
+    Node* x = bn->arg(0);
+    CNode* ordered = graph.add_call(ops::make_op("Depend"), {x, anchor}, debug);
+    ordered->set_abstract(x->abstract());
+    CNode* again = graph.add_call(ops::make_op("BatchNormApply", {{"act", Value::string(act_name)}}),
+                                  {ordered, bn->arg(1), bn->arg(2), element(3), element(4)}, debug);
+    again->set_abstract(act->abstract());
+    if (!act->name().empty()) again->set_name(act->name() + "_recompute");
+    for (const ir::Use& u : backward) mgr.set_input(u.user, u.index, again);
+    changed = true;
+  }
+  return changed;
+}
+
+bool run_recompute(ir::Module& module) {
+  ir::Manager mgr(module);
+  bool changed = false;
+  for (FuncGraph* graph : module.reachable_graphs()) changed |= recompute_graph(mgr, *graph);
+  return changed;
+}
+
+}  // namespace
+
+void register_recompute(PassRegistry& registry) {
+  registry.add(PassInfo{
+      .name = "recompute",
+      .summary = "the ReLU after a training BatchNorm computed again in the backward pass "
+                 "(BatchNormApply) instead of kept from the forward pass (after autodiff)",
+      .run = run_recompute,
+  });
+}
+
+}  // namespace loom::passes
