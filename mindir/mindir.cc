@@ -891,9 +891,12 @@ class Reader {
       define(name, g_->add_call(ops::make_op("TupleGetItem"), {args[0], index}));
       return;
     }
+    if (lower_composite(op, attrs, args, name, where)) return;
     const ops::OpDef* def = mindir_op(op);
     if (!def) {
-      fail(what_, "unknown op '" + op + "' at " + where + " (loom has no op of that name)");
+      fail(what_, "unknown op '" + op + "' at " + where + " with inputs " + input_types(args) +
+                      " (loom has no op of that name; docs/ops.md lists the ops loom reads, and "
+                      "docs/formats.md the MindSpore 2.x forms it maps to them)");
     }
     // Attributes: the ones loom's schema knows; the rest (input_names, pad_list, groups...) are
     // MindSpore's bookkeeping.
@@ -951,6 +954,238 @@ class Reader {
     c->set_name(node_name(name));
     if (!n.domain().empty()) c->set_debug({n.domain(), "", 0});
     define(name, c);
+  }
+
+  // ---- MindSpore 2.x ops that loom reads as a composition of its own ops ----------------------
+
+  // The node's abstract, inferred on the spot from its inputs' (null when one is unknown or the
+  // inference fails: the graph's inference will report it).
+  ir::AbstractPtr abstract_of(ir::Node* n) {
+    if (n->abstract()) return n->abstract();
+    if (n->is_value()) {
+      n->set_abstract(Abstract::of_value(static_cast<ir::ValueNode*>(n)->value()));
+      return n->abstract();
+    }
+    if (!n->is_cnode()) return nullptr;
+    auto* c = static_cast<ir::CNode*>(n);
+    if (!c->primitive()) return nullptr;
+    std::vector<ir::AbstractPtr> in;
+    for (std::size_t i = 0; i < c->num_args(); ++i) {
+      ir::AbstractPtr a = abstract_of(c->arg(i));
+      if (!a) return nullptr;
+      in.push_back(std::move(a));
+    }
+    try {
+      c->set_abstract(ops::infer(*c->primitive(), in, c->name()));
+    } catch (const Error&) {
+      return nullptr;
+    }
+    return c->abstract();
+  }
+
+  // "(Float32 (2, 8), Float32 (8, 4))": the inputs' types where known, for messages.
+  std::string input_types(const std::vector<ir::Node*>& args) {
+    std::string s = "(";
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (i) s += ", ";
+      ir::AbstractPtr a = abstract_of(args[i]);
+      s += a ? a->to_string() : "unknown";
+    }
+    return s + ")";
+  }
+
+  // A known rank-r tensor shape of `n` (dims may be -1), or null.
+  const Shape* shape_of(ir::Node* n) {
+    ir::AbstractPtr a = abstract_of(n);
+    return a && a->is_tensor() && a->shape_known() ? &a->shape() : nullptr;
+  }
+
+  [[noreturn]] void unsupported(const std::string& op, const std::string& where,
+                                const std::vector<ir::Node*>& args, const std::string& why) {
+    fail(what_, "unsupported form of " + op + " at " + where + " with inputs " +
+                    input_types(args) + ": " + why);
+  }
+
+  ir::CNode* emit(const std::string& op, ir::Primitive::Attrs attrs,
+                  const std::vector<ir::Node*>& args, const std::string& where) {
+    ir::PrimitivePtr prim;
+    try {
+      prim = ops::make_op(op, std::move(attrs));
+    } catch (const Error& e) {
+      fail(what_, std::string(e.what()) + " (at " + where + ")");
+    }
+    ir::CNode* c = g_->add_call(prim, args);
+    abstract_of(c);
+    return c;
+  }
+
+  // An attribute (1.x form) or a trailing Constant input (2.x primitive-function form).
+  std::optional<Value> operand(const std::vector<const AP*>& attrs,
+                               const std::vector<ir::Node*>& args, const std::string& key,
+                               std::size_t input, const std::string& op) {
+    if (input < args.size() && args[input]->is_value()) {
+      const Value& v = static_cast<ir::ValueNode*>(args[input])->value();
+      if (!v.is_none()) return v;
+    }
+    for (const AP* a : attrs) {
+      if (a->name() != key) continue;
+      Decoded d = decode(*a, what_, op + "." + key);
+      if (!d.monad && !d.value.is_none()) return d.value;
+    }
+    return std::nullopt;
+  }
+
+  static std::int64_t scalar_int(const Value& v) {
+    return v.is_tensor() ? static_cast<std::int64_t>(v.as_tensor().get(0)) : v.as_int();
+  }
+  static double scalar_double(const Value& v) {
+    return v.is_tensor() ? v.as_tensor().get(0) : v.as_double();
+  }
+
+  // MindSpore 2.x ops with no loom op of their own, read as loom ops (docs/formats.md):
+  //   Muls(x, s)                   Mul(x, s as a rank-0 tensor of x's dtype)   (tensor * 2.0)
+  //   MatMulExt(a, b)              MatMul (both rank 2) or BatchMatMul (a rank >= 3)  (ops.matmul)
+  //   AdaptiveAvgPool2D{size}      ReduceMean over H, W (size 1x1) or AvgPool (H, W multiples)
+  //   Pad{paddings}                StridedSliceGrad: x written into zeros of the padded shape
+  //   LayerNorm(x, gamma, beta, begin_norm_axis, begin_params_axis, epsilon)
+  //                                (y, mean, rstd) from ReduceMean, Sub, Mul, Add, Rsqrt
+  // True when `op` was one of them (its result defined as `name`).
+  bool lower_composite(const std::string& op, const std::vector<const AP*>& attrs,
+                       const std::vector<ir::Node*>& args, const std::string& name,
+                       const std::string& where) {
+    if (op == "Muls") {
+      if (args.size() != 2) unsupported(op, where, args, "expected 2 inputs (x, scalar)");
+      ir::AbstractPtr x = abstract_of(args[0]);
+      ir::Node* s = args[1];
+      if (s->is_value() && x && x->is_tensor()) {
+        const Value& v = static_cast<ir::ValueNode*>(s)->value();
+        if (v.is_scalar()) s = g_->add_value(Value::tensor(Tensor::scalar(x->dtype(), v.as_double())));
+      }
+      define(name, emit("Mul", {}, {args[0], s}, where));
+      return true;
+    }
+    if (op == "MatMulExt") {
+      if (args.size() != 2) unsupported(op, where, args, "expected 2 inputs");
+      const Shape* a = shape_of(args[0]);
+      const Shape* b = shape_of(args[1]);
+      if (!a || !b) unsupported(op, where, args, "expected inputs of known rank");
+      if (a->size() == 2 && b->size() == 2) {
+        define(name, emit("MatMul", {}, args, where));
+      } else if (a->size() >= 3 && b->size() >= 2) {
+        define(name, emit("BatchMatMul", {}, args, where));
+      } else {
+        unsupported(op, where, args,
+                    "loom reads ops.matmul of two matrices or of a batch (rank >= 3) and a "
+                    "matrix or batch; rank-1 operands and a matrix times a batch are not "
+                    "supported");
+      }
+      return true;
+    }
+    if (op == "AdaptiveAvgPool2D") {
+      const Shape* x = args.size() == 1 ? shape_of(args[0]) : nullptr;
+      std::optional<Value> size = operand(attrs, args, "output_size", 1, op);
+      if (!x || x->size() != 4 || !size) {
+        unsupported(op, where, args, "expected an input of rank 4 (N, C, H, W) and output_size");
+      }
+      std::vector<std::int64_t> out;
+      if (size->is_tuple()) {
+        for (const Value& e : size->elements()) out.push_back(e.is_none() ? -1 : e.as_int());
+      } else {
+        out = {scalar_int(*size), scalar_int(*size)};
+      }
+      if (out.size() != 2) unsupported(op, where, args, "expected output_size of 2 values");
+      const std::int64_t h = (*x)[2], w = (*x)[3];
+      const std::int64_t oh = out[0] < 0 ? h : out[0], ow = out[1] < 0 ? w : out[1];
+      if (oh == 1 && ow == 1) {
+        define(name, emit("ReduceMean",
+                          {{"axis", Value::ints({2, 3})}, {"keep_dims", Value::boolean(true)}},
+                          {args[0]}, where));
+        return true;
+      }
+      if (h <= 0 || w <= 0 || oh <= 0 || ow <= 0 || h % oh != 0 || w % ow != 0) {
+        unsupported(op, where, args,
+                    "loom reads an output_size of (1, 1) or one that divides the input's H and "
+                    "W, got (" + std::to_string(oh) + ", " + std::to_string(ow) + ")");
+      }
+      define(name, emit("AvgPool",
+                        {{"kernel_size", Value::ints({h / oh, w / ow})},
+                         {"strides", Value::ints({h / oh, w / ow})},
+                         {"pad_mode", Value::string("VALID")}},
+                        {args[0]}, where));
+      return true;
+    }
+    if (op == "Pad") {
+      const Shape* x = args.size() == 1 ? shape_of(args[0]) : nullptr;
+      std::optional<Value> paddings = operand(attrs, args, "paddings", 1, op);
+      if (!x || !paddings || !paddings->is_tuple() || paddings->elements().size() != x->size()) {
+        unsupported(op, where, args, "expected an input of known rank and one (before, after) "
+                                     "pair of paddings per axis");
+      }
+      std::vector<std::int64_t> begin, end, strides, padded;
+      bool any = false;
+      for (std::size_t d = 0; d < x->size(); ++d) {
+        const Value& pair = paddings->elements()[d];
+        if (!pair.is_tuple() || pair.elements().size() != 2) {
+          unsupported(op, where, args, "expected a (before, after) pair for axis " +
+                                           std::to_string(d));
+        }
+        const std::int64_t lo = pair.elements()[0].as_int(), hi = pair.elements()[1].as_int();
+        if (lo < 0 || hi < 0) unsupported(op, where, args, "negative paddings are not supported");
+        if ((*x)[d] < 0) {
+          unsupported(op, where, args, "expected a fully known input shape (export with a "
+                                       "fixed batch size)");
+        }
+        any = any || lo > 0 || hi > 0;
+        begin.push_back(lo);
+        end.push_back(lo + (*x)[d]);
+        strides.push_back(1);
+        padded.push_back(lo + (*x)[d] + hi);
+      }
+      if (!any) {
+        define(name, args[0]);
+        return true;
+      }
+      define(name, emit("StridedSliceGrad",
+                        {{"begin", Value::ints(begin)}, {"end", Value::ints(end)},
+                         {"strides", Value::ints(strides)}, {"shapex", Value::ints(padded)}},
+                        {args[0]}, where));
+      return true;
+    }
+    if (op == "LayerNorm") {
+      if (args.size() < 3) unsupported(op, where, args, "expected inputs (x, gamma, beta)");
+      const Shape* x = shape_of(args[0]);
+      ir::AbstractPtr xa = abstract_of(args[0]);
+      if (!x || !xa) unsupported(op, where, args, "expected an input of known rank");
+      const auto rank = static_cast<std::int64_t>(x->size());
+      std::int64_t axis = scalar_int(operand(attrs, args, "begin_norm_axis", 3, op)
+                                         .value_or(Value::i64(-1)));
+      std::int64_t params_axis = scalar_int(operand(attrs, args, "begin_params_axis", 4, op)
+                                                .value_or(Value::i64(-1)));
+      const double eps = scalar_double(operand(attrs, args, "epsilon", 5, op)
+                                           .value_or(Value::f64(1e-7)));
+      if (axis < 0) axis += rank;
+      if (params_axis < 0) params_axis += rank;
+      if (axis < 0 || axis >= rank || params_axis != axis) {
+        unsupported(op, where, args, "loom reads begin_norm_axis == begin_params_axis (the "
+                                     "gamma and beta of the normalized axes)");
+      }
+      std::vector<std::int64_t> axes;
+      for (std::int64_t d = axis; d < rank; ++d) axes.push_back(d);
+      const ir::Primitive::Attrs mean_attrs = {{"axis", Value::ints(axes)},
+                                               {"keep_dims", Value::boolean(true)}};
+      ir::Node* mean = emit("ReduceMean", mean_attrs, {args[0]}, where);
+      ir::Node* d = emit("Sub", {}, {args[0], mean}, where);
+      ir::Node* var = emit("ReduceMean", mean_attrs, {emit("Mul", {}, {d, d}, where)}, where);
+      ir::Node* e = g_->add_value(Value::tensor(Tensor::scalar(xa->dtype(), eps)));
+      ir::Node* rstd = emit("Rsqrt", {}, {emit("Add", {}, {var, e}, where)}, where);
+      ir::Node* y = emit("Add", {},
+                         {emit("Mul", {}, {emit("Mul", {}, {d, rstd}, where), args[1]}, where),
+                          args[2]},
+                         where);
+      define(name, emit("MakeTuple", {}, {y, mean, rstd}, where));
+      return true;
+    }
+    return false;
   }
 
   std::string node_name(const std::string& full) {

@@ -318,6 +318,9 @@ TEST(MindIR, MalformedFilesAreFormatErrors) {
     std::string msg = message_of(bad);
     EXPECT_NE(msg.find("unknown op 'Foo'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("at node 'Tiny_construct:"), std::string::npos) << msg;
+    // The inputs' types, inferred as far as the reader got, and where loom's ops are listed.
+    EXPECT_NE(msg.find("with inputs (<Tensor[Float32], (1, 2)>)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("docs/ops.md lists the ops loom reads"), std::string::npos) << msg;
   }
   {
     mind_ir::ModelProto bad = m;

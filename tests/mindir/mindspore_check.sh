@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# mindspore_check.sh TOOL SCRIPT: MindIR interop both ways with MindSpore (SCRIPT =
-# mindir_check.py, TOOL = loom_mindir_interop) in the cached MindSpore virtual environment of
+# mindspore_check.sh TOOL SCRIPT: MindIR interop with MindSpore (SCRIPT = mindir_check.py with
+# TOOL = loom_mindir_interop: both ways; mindspore_ops_check.py with TOOL = loom: MindSpore 2.x
+# op forms) in the cached MindSpore virtual environment of
 # tests/mindspore_venv.sh (SKIPPED, exit 77, when it cannot be made; FAILED, exit 1, then under
 # LOOM_REQUIRE_INTEROP=1).
 set -u

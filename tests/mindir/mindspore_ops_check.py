@@ -1,0 +1,161 @@
+"""MindSpore 2.x op forms in MindIR, read by `loom run` (run by mindspore_check.sh).
+
+Each network below is built in MindSpore at test time, run in MindSpore (graph mode, inference),
+exported with mindspore.export (MINDIR) and run by `loom run FILE --input X --output Y`; the
+outputs must agree to 1e-5 of the output's scale (max(1, max |y|)). The networks use the forms
+MindSpore 2.x writes for `tensor * 2.0` (Muls), ops.matmul (MatMulExt), nn.LayerNorm,
+nn.Pad, nn.AdaptiveAvgPool2d, a depthwise convolution with ReLU6 and an attention block
+(BatchMatMul, Softmax, GeLU, Dropout in inference, Reshape, Transpose). A form loom does not
+read (an AdaptiveAvgPool2d whose output size does not divide the input) must be refused with
+exit status 1 and one line naming the op, the node and what loom reads instead.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import mindspore as ms
+from mindspore import nn, ops
+
+TOL = 1e-5
+
+
+class Scale(nn.Cell):
+    def construct(self, x):
+        return x * 2.0 + 1.0
+
+
+class MatMul(nn.Cell):
+    def __init__(self, shape):
+        super().__init__()
+        w = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        self.w = ms.Parameter(ms.Tensor(w), name="w")
+
+    def construct(self, x):
+        return ops.matmul(x, self.w)
+
+
+class LayerNorm(nn.Cell):
+    def __init__(self, shape, axis):
+        super().__init__()
+        self.ln = nn.LayerNorm(shape, begin_norm_axis=axis, begin_params_axis=axis)
+        rng = np.random.default_rng(2)
+        self.ln.gamma.set_data(ms.Tensor(rng.uniform(0.5, 1.5, shape).astype(np.float32)))
+        self.ln.beta.set_data(ms.Tensor(rng.uniform(-0.5, 0.5, shape).astype(np.float32)))
+
+    def construct(self, x):
+        return self.ln(x)
+
+
+class Pad(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.pad = nn.Pad(((0, 0), (0, 0), (1, 1), (2, 2)))
+
+    def construct(self, x):
+        return self.pad(x)
+
+
+class AdaptivePool(nn.Cell):
+    def __init__(self, size):
+        super().__init__()
+        self.pool = nn.AdaptiveAvgPool2d(size)
+
+    def construct(self, x):
+        return self.pool(x)
+
+
+class Depthwise(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, group=4, pad_mode="same", has_bias=True)
+        self.relu6 = nn.ReLU6()
+
+    def construct(self, x):
+        return self.relu6(self.conv(x) * 3.0)
+
+
+class Attention(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.softmax = nn.Softmax(axis=-1)
+        self.gelu = nn.GELU()
+        self.dropout = nn.Dropout(p=0.1)
+        self.bmm_t = ops.BatchMatMul(transpose_b=True)
+        self.bmm = ops.BatchMatMul()
+
+    def construct(self, x):
+        q = ops.transpose(ops.reshape(x, (2, 3, 2, 4)), (0, 2, 1, 3))
+        a = self.softmax(self.bmm_t(q, q) * 0.5)
+        return self.dropout(self.gelu(self.bmm(a, q)))
+
+
+CASES = [
+    ("muls", Scale(), (2, 8)),
+    ("matmul_2d", MatMul((8, 4)), (2, 8)),
+    ("matmul_batch", MatMul((8, 4)), (3, 2, 8)),
+    ("layernorm_last", LayerNorm((8,), -1), (2, 3, 8)),
+    ("layernorm_last_two", LayerNorm((3, 8), 1), (2, 3, 8)),
+    ("pad", Pad(), (1, 2, 3, 3)),
+    ("adaptive_avg_pool_1x1", AdaptivePool((1, 1)), (2, 4, 5, 5)),
+    ("adaptive_avg_pool_2x3", AdaptivePool((2, 3)), (2, 4, 6, 6)),
+    ("depthwise_relu6", Depthwise(), (1, 4, 6, 6)),
+    ("attention", Attention(), (2, 3, 8)),
+]
+
+
+def export(tmp, name, net, shape, rng):
+    net.set_train(False)
+    x = rng.standard_normal(shape).astype(np.float32)
+    xp = os.path.join(tmp, name + "_x.npy")
+    np.save(xp, x)
+    want = net(ms.Tensor(x)).asnumpy()
+    stem = os.path.join(tmp, name)
+    ms.export(net, ms.Tensor(x), file_name=stem, file_format="MINDIR")
+    return stem + ".mindir", xp, want
+
+
+def main():
+    loom, tmp = sys.argv[1], sys.argv[2]
+    os.chdir(tmp)  # MindSpore writes its analysis files (rank_0/) into the working directory
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    ms.set_seed(1)
+    print("MindSpore", ms.__version__)
+    rng = np.random.default_rng(0)
+    ok = True
+    for name, net, shape in CASES:
+        path, xp, want = export(tmp, name, net, shape, rng)
+        yp = os.path.join(tmp, name + "_loom.npy")
+        r = subprocess.run([loom, "run", path, "--input", xp, "--output", yp],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            print("%-24s FAILED: loom run exited %d: %s" % (name, r.returncode, r.stderr.strip()))
+            ok = False
+            continue
+        got = np.load(yp)
+        scale = max(1.0, float(np.max(np.abs(want))))
+        d = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) / scale
+        good = got.shape == want.shape and d <= TOL
+        print("%-24s shape %-14s max |diff| / scale %.3g %s"
+              % (name, got.shape, d, "ok" if good else "FAILED"))
+        ok &= good
+    # A form loom does not read: one clear line, exit status 1.
+    path, xp, _ = export(tmp, "adaptive_avg_pool_4x4", AdaptivePool((4, 4)), (1, 2, 5, 5), rng)
+    r = subprocess.run([loom, "run", path, "--input", xp, "--output",
+                        os.path.join(tmp, "refused.npy")], capture_output=True, text=True)
+    message = r.stderr.strip()
+    expected = ("unsupported form of AdaptiveAvgPool2D", "<Tensor[Float32], (1, 2, 5, 5)>",
+                "loom reads an output_size of (1, 1) or one that divides the input's H and W, "
+                "got (4, 4)")
+    good = r.returncode == 1 and len(message.splitlines()) == 1 and all(
+        e in message for e in expected)
+    print("%-24s exit %d: %s %s" % ("refused form", r.returncode, message,
+                                    "ok" if good else "FAILED"))
+    ok &= good
+    if not ok:
+        raise SystemExit("FAILED")
+    print("PASSED")
+
+
+if __name__ == "__main__":
+    main()
