@@ -18,6 +18,9 @@
 //                                   when the constant is a tensor or scalar of ones / zeros of
 //                                   x's dtype whose shape broadcasts into x's known-rank shape,
 //                                   so the result has exactly x's shape and dtype
+//   OnesLike(x)                               → a constant one of x's dtype and shape, when x
+//                                               has one element and a known shape (the loss's
+//                                               gradient seed, which Mul(g, 1) then drops)
 //   Transpose(Transpose(x){p}){q}             → Transpose(x){p∘q} (perm r[j] = p[q[j]]), or x
 //                                               when p∘q is the identity
 //   Transpose(x){identity perm}               → x
@@ -218,6 +221,19 @@ Node* arithmetic_identity(const CNode* c) {
   return x && same_abstract(c, x) ? x : nullptr;
 }
 
+// OnesLike of a single-element tensor of known shape: the constant (one element: no large
+// constants enter the graph).
+Node* ones_like_of_one_element(FuncGraph& graph, const CNode* c) {
+  if (!c->is_call_to("OnesLike") || c->num_args() != 1) return nullptr;
+  const ir::AbstractPtr& a = c->arg(0)->abstract();
+  if (!a || !a->is_tensor() || !a->shape_known() || shape_numel(a->shape()) != 1) return nullptr;
+  Tensor one(a->dtype(), a->shape());
+  one.set(0, 1.0);
+  ir::ValueNode* v = graph.add_value(Value::tensor(std::move(one)));
+  v->set_abstract(ir::Abstract::of_value(v->value()));
+  return same_abstract(c, v) ? v : nullptr;
+}
+
 // ---- Transposes -----------------------------------------------------------------------------
 
 // The perm of a Transpose call with negative entries normalized, or nullopt when it is not a
@@ -281,6 +297,7 @@ Node* simplify_node(FuncGraph& graph, const CNode* c) {
   if (Node* r = reshape_of_reshape(graph, c)) return r;
   if (Node* r = cast_to_same_dtype(c)) return r;
   if (Node* r = arithmetic_identity(c)) return r;
+  if (Node* r = ones_like_of_one_element(graph, c)) return r;
   if (Node* r = transpose_of_transpose(graph, c)) return r;
   return nullptr;
 }
@@ -317,7 +334,8 @@ void register_simplify(PassRegistry& registry) {
   registry.add(PassInfo{
       .name = "simplify",
       .summary = "algebraic rewrites to a fixed point: tuple get of make-tuple, constant If, "
-                 "no-op Reshape/Cast, Reshape pairs, x*1, x+0, x-0, transpose pairs",
+                 "no-op Reshape/Cast, Reshape pairs, x*1, x+0, x-0, OnesLike of one element, "
+                 "transpose pairs",
       .run = run_simplify,
   });
 }
