@@ -1044,6 +1044,7 @@ class Reader {
 
   // MindSpore 2.x ops with no loom op of their own, read as loom ops (docs/formats.md):
   //   Muls(x, s)                   Mul(x, s as a rank-0 tensor of x's dtype)   (tensor * 2.0)
+  //   Div(a, b)                    RealDiv (floating a and b)
   //   MatMulExt(a, b)              MatMul (both rank 2) or BatchMatMul (a rank >= 3)  (ops.matmul)
   //   AdaptiveAvgPool2D{size}      ReduceMean over H, W (size 1x1) or AvgPool (H, W multiples)
   //   Pad{paddings}                StridedSliceGrad: x written into zeros of the padded shape
@@ -1062,6 +1063,16 @@ class Reader {
         if (v.is_scalar()) s = g_->add_value(Value::tensor(Tensor::scalar(x->dtype(), v.as_double())));
       }
       define(name, emit("Mul", {}, {args[0], s}, where));
+      return true;
+    }
+    if (op == "Div") {
+      ir::AbstractPtr a = args.size() == 2 ? abstract_of(args[0]) : nullptr;
+      ir::AbstractPtr b = args.size() == 2 ? abstract_of(args[1]) : nullptr;
+      if (!a || !b || !a->is_tensor() || !b->is_tensor() || !is_floating(a->dtype()) ||
+          !is_floating(b->dtype())) {
+        unsupported(op, where, args, "loom reads Div of floating tensors (as RealDiv)");
+      }
+      define(name, emit("RealDiv", {}, args, where));
       return true;
     }
     if (op == "MatMulExt") {

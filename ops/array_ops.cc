@@ -676,6 +676,7 @@ void register_array_ops(Registry& r) {
       .bprop = split_bprop,
       .not_differentiable_because = {},
       .summary = "cuts `axis` into output_num equal parts (a tuple)",
+      .mindir = {.function_args = {"axis", "output_num"}},
   });
   r.add(OpDef{
       .name = "Slice",

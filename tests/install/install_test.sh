@@ -68,6 +68,10 @@ for dir in "$root"/examples/*/; do
       out=$("$exe" --samples 2000 --out "$work/cc_out") && [ -s "$work/cc_out/custom_cell.mindir" ]
       ;;
     custom_op) out=$("$exe") && grep -q "gradient check" <<<"$out" ;;
+    finetune_mindir)
+      mkdir -p "$work/ft_out"
+      out=$("$exe" --samples 2000 --out "$work/ft_out") && [ -s "$work/ft_out/finetuned.ckpt" ]
+      ;;
     grad) out=$("$exe") && grep -q "all gradients match the analytic derivatives" <<<"$out" ;;
     *) out=$("$exe") ;;
   esac || { echo "$out" | tail -20; echo "FAILED: examples/$name run against the installed loom"; exit 1; }

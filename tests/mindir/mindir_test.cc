@@ -13,13 +13,17 @@
 #include <map>
 #include <set>
 
+#include "checkpoint/checkpoint.h"
 #include "core/random/random.h"
 #include "core/ir/error.h"
 #include "core/passes/infer.h"
 #include "data/npy.h"
+#include "mindir/graph_net.h"
 #include "mindir/proto/mind_ir.pb.h"
 #include "models/lenet/lenet.h"
 #include "nn/layers.h"
+#include "nn/loss.h"
+#include "nn/train.h"
 #include "ops/op.h"
 #include "tests/mindir/nets.h"
 
@@ -383,6 +387,52 @@ TEST(MindIR, LoadsAMindSpore210ExportWithItsOutputs) {
   GraphCell again = load_mindir(path);
   EXPECT_EQ(again.mind_ir_version(), 1);
   EXPECT_LE(max_abs_diff(again(x), want), 1e-6);
+}
+
+// The same MindSpore 2.10 export as a trainable Cell (mindir::GraphNet): its weights are
+// Parameters named as in MindSpore's network (BatchNorm's moving statistics not trained), it
+// computes what the GraphCell computes, five momentum steps on a fixed batch lower the loss,
+// only the trainable weights move, and a checkpoint saved from it carries MindSpore's names.
+TEST(MindIR, GraphNetFineTunesAMindSpore210Export) {
+  const std::string dir = std::string(LOOM_SOURCE_DIR) + "/tests/mindir/data/";
+  auto net = load_mindir_net(dir + "ms210_small_resnet.mindir");
+  const Tensor x = data::load_npy(dir + "ms210_small_resnet_x.npy");
+  const Tensor want = data::load_npy(dir + "ms210_small_resnet_y.npy");
+  std::map<std::string, Tensor> before;
+  std::set<std::string> frozen;
+  for (auto& [name, p] : net->parameters_and_names()) {
+    before[name] = p->value.clone();
+    if (!p->requires_grad) frozen.insert(name);
+  }
+  ASSERT_EQ(before.size(), 12u);
+  EXPECT_EQ(frozen, (std::set<std::string>{"bn1.moving_mean", "bn1.moving_variance",
+                                           "bn2.moving_mean", "bn2.moving_variance"}));
+  EXPECT_TRUE(before.count("conv1.weight") && before.count("fc.bias"));
+  net->set_train(false);
+  const Tensor y = (*net)(ops::Var(ir::Value::tensor(x))).value().as_tensor();
+  EXPECT_LE(max_abs_diff(y, want), 1e-6);
+
+  net->set_train(true);
+  nn::TrainOneStepCell step(
+      std::make_shared<nn::WithLossCell>(
+          net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(/*sparse=*/true)),
+      {.kind = nn::OptimizerKind::kMomentum, .learning_rate = 0.5, .momentum = 0.9});
+  Tensor labels(DType::kInt32, {2});
+  labels.set(0, 3);
+  labels.set(1, 7);
+  std::vector<double> losses;
+  for (int i = 0; i < 5; ++i) losses.push_back(step.step(x, labels).get(0));
+  EXPECT_LT(losses.back(), losses.front()) << losses.front() << " -> " << losses.back();
+  for (auto& [name, p] : net->parameters_and_names()) {
+    EXPECT_EQ(p->value.bitwise_equal(before.at(name)), frozen.count(name) > 0) << name;
+  }
+  const std::string ckpt = temp_path("graph_net.ckpt");
+  checkpoint::save_checkpoint(*net, ckpt);
+  std::set<std::string> names;
+  for (const auto& [name, t] : checkpoint::load_checkpoint(ckpt).tensors) names.insert(name);
+  std::set<std::string> expected;
+  for (const auto& [name, t] : before) expected.insert(name);
+  EXPECT_EQ(names, expected);
 }
 
 // A Conv2D -> MaxPool -> ReduceMean -> Softmax graph (weights as parameters with values).

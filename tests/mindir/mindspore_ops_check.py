@@ -4,8 +4,9 @@ Each network below is built in MindSpore at test time, run in MindSpore (graph m
 exported with mindspore.export (MINDIR) and run by `loom run FILE --input X --output Y`; the
 outputs must agree to 1e-5 of the output's scale (max(1, max |y|)). The networks use the forms
 MindSpore 2.x writes for `tensor * 2.0` (Muls), ops.matmul (MatMulExt), nn.LayerNorm,
-nn.Pad, nn.AdaptiveAvgPool2d, a depthwise convolution with ReLU6 and an attention block
-(BatchMatMul, Softmax, GeLU, Dropout in inference, Reshape, Transpose). A form loom does not
+nn.Pad, nn.AdaptiveAvgPool2d, a depthwise convolution with ReLU6, an attention block
+(BatchMatMul, Softmax, GeLU, Dropout in inference, Reshape, Transpose), MobileNetV2's inverted
+residual block, VGG's pattern and MindSpore's nn.TransformerEncoderLayer. A form loom does not
 read (an AdaptiveAvgPool2d whose output size does not divide the input) must be refused with
 exit status 1 and one line naming the op, the node and what loom reads instead.
 """
@@ -90,6 +91,47 @@ class Attention(nn.Cell):
         return self.dropout(self.gelu(self.bmm(a, q)))
 
 
+class InvertedResidual(nn.Cell):
+    """MobileNetV2's block: 1x1 expansion, depthwise 3x3, 1x1 projection, BatchNorm and ReLU6,
+    the residual Add; moving statistics and affine parameters made non-trivial."""
+
+    def __init__(self, c, expand):
+        super().__init__()
+        h = c * expand
+        self.conv = nn.SequentialCell([
+            nn.Conv2d(c, h, 1, has_bias=False), nn.BatchNorm2d(h), nn.ReLU6(),
+            nn.Conv2d(h, h, 3, group=h, pad_mode="pad", padding=1, has_bias=False),
+            nn.BatchNorm2d(h), nn.ReLU6(),
+            nn.Conv2d(h, c, 1, has_bias=False), nn.BatchNorm2d(c)])
+        rng = np.random.default_rng(3)
+        for name, p in self.parameters_and_names():
+            v = p.asnumpy()
+            if "moving_variance" in name or "gamma" in name:
+                p.set_data(ms.Tensor(rng.uniform(0.5, 1.5, v.shape).astype(np.float32)))
+            elif "moving_mean" in name or "beta" in name:
+                p.set_data(ms.Tensor(rng.uniform(-0.3, 0.3, v.shape).astype(np.float32)))
+
+    def construct(self, x):
+        return x + self.conv(x)
+
+
+class VGGHead(nn.Cell):
+    """VGG-16's pattern at a small size: 3x3 convolutions with bias and ReLU, max pooling,
+    Flatten, Dense, ReLU, Dropout (inference), Dense."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.SequentialCell([
+            nn.Conv2d(3, 8, 3, pad_mode="pad", padding=1, has_bias=True), nn.ReLU(),
+            nn.Conv2d(8, 8, 3, pad_mode="pad", padding=1, has_bias=True), nn.ReLU(),
+            nn.MaxPool2d(2, 2)])
+        self.classifier = nn.SequentialCell([
+            nn.Flatten(), nn.Dense(8 * 4 * 4, 10), nn.ReLU(), nn.Dropout(p=0.5), nn.Dense(10, 5)])
+
+    def construct(self, x):
+        return self.classifier(self.features(x))
+
+
 CASES = [
     ("muls", Scale(), (2, 8)),
     ("matmul_2d", MatMul((8, 4)), (2, 8)),
@@ -101,6 +143,12 @@ CASES = [
     ("adaptive_avg_pool_2x3", AdaptivePool((2, 3)), (2, 4, 6, 6)),
     ("depthwise_relu6", Depthwise(), (1, 4, 6, 6)),
     ("attention", Attention(), (2, 3, 8)),
+    ("mobilenet_v2_block", InvertedResidual(4, 6), (2, 4, 8, 8)),
+    ("vgg_head", VGGHead(), (2, 3, 8, 8)),
+    # MindSpore's own encoder layer: Split, Div, MatMul, MatMulExt, LayerNorm, Softmax...
+    ("transformer_encoder_layer",
+     nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.1, batch_first=True),
+     (2, 5, 16)),
 ]
 
 
