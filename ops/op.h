@@ -285,6 +285,10 @@ inline OpDef with_mindir(OpDef def, MindIRForm form) {
   def.mindir = std::move(form);
   return def;
 }
+/// The most parameters one CombineMomentum takes (the combine_updates pass makes no larger one):
+/// the CUDA kernel's argument block holds their pointers, and the kernels declare their in-place
+/// pairs for this many.
+inline constexpr std::size_t kMaxCombinedParameters = 64;
 /// The `act` attribute of the ops with a built-in activation (MatMulBiasAct, Conv2DBiasAct,
 /// BatchNormApply): one of "none" (the default), "relu", "relu6".
 AttrSpec act_attr();

@@ -86,6 +86,77 @@ void register_optimizer_ops(Registry& r) {
       "* (gradient + momentum * accumulation'))";
   r.add(std::move(momentum));
 
+  // ApplyMomentum over several parameters in one launch (made by the combine_updates pass).
+  OpDef combined;
+  combined.name = "CombineMomentum";
+  combined.attrs = {bool_attr("use_nesterov"),
+                    {.name = "gradient_scale",
+                     .kind = AttrKind::kFloat,
+                     .default_value = Value::f32(1.0f),
+                     .check = {}}};
+  combined.num_inputs = -1;
+  combined.min_inputs = 5;
+  combined.num_outputs = -1;
+  combined.infer = [](const InferContext& c) -> AbstractPtr {
+    if ((c.inputs.size() - 2) % 3 != 0) {
+      throw ValueError(c.error("expected learning_rate, momentum, then (variable, accumulation, "
+                               "gradient) triples, got " + std::to_string(c.inputs.size()) +
+                               " inputs"));
+    }
+    const ir::Abstract& lr = c.tensor(0);
+    const DType dt = lr.dtype();
+    if (!is_floating(dt)) {
+      throw TypeError(c.error("expected a floating learning_rate, got " +
+                              std::string(dtype_name(dt))));
+    }
+    auto scalar = [&](std::size_t i, const char* name) {
+      const ir::Abstract& a = c.tensor(i);
+      const Shape& s = a.shape();
+      if (a.dtype() != dt) {
+        throw TypeError(c.error(std::string("expected ") + name + " to be " +
+                                std::string(dtype_name(dt)) + ", got " +
+                                std::string(dtype_name(a.dtype()))));
+      }
+      if (!(s.empty() || (s.size() == 1 && (s[0] == 1 || s[0] == ir::kUnknownDim)))) {
+        throw ShapeError(c.error(std::string("expected ") + name +
+                                 " to be a scalar of shape () or (1), got " + shape_to_string(s)));
+      }
+    };
+    scalar(0, "learning_rate");
+    scalar(1, "momentum");
+    std::vector<AbstractPtr> outs;
+    for (std::size_t i = 2; i < c.inputs.size(); i += 3) {
+      const std::string k = std::to_string((i - 2) / 3);
+      const ir::Abstract& var = c.tensor(i);
+      for (std::size_t j = 1; j < 3; ++j) {
+        const ir::Abstract& a = c.tensor(i + j);
+        const char* name = j == 1 ? "accumulation " : "gradient ";
+        if (a.dtype() != dt || var.dtype() != dt) {
+          throw TypeError(c.error("expected variable " + k + " and its " + name + "to be " +
+                                  std::string(dtype_name(dt)) + ", got " +
+                                  std::string(dtype_name(var.dtype())) + " and " +
+                                  std::string(dtype_name(a.dtype()))));
+        }
+        if (a.shape() != var.shape()) {
+          throw ShapeError(c.error("expected " + std::string(name) + k + " of shape " +
+                                   shape_to_string(var.shape()) + " like variable " + k +
+                                   ", got " + shape_to_string(a.shape())));
+        }
+      }
+      outs.push_back(ir::Abstract::tensor(dt, var.shape()));
+      outs.push_back(ir::Abstract::tensor(dt, var.shape()));
+    }
+    return ir::Abstract::tuple(std::move(outs));
+  };
+  combined.not_differentiable_because = kNotDifferentiable;
+  combined.summary =
+      "ApplyMomentum of every (variable, accumulation, gradient) triple with one learning_rate "
+      "and momentum, in one launch: (variable'_0, accumulation'_0, variable'_1, ...) (made by the "
+      "combine_updates pass)";
+  combined.mindir = {.absent_because = "loom's own op, made by the combine_updates pass in "
+                                       "training; the export pipeline does not run it"};
+  r.add(std::move(combined));
+
   OpDef adam;
   adam.name = "ApplyAdam";
   adam.attrs = {bool_attr("use_locking"), bool_attr("use_nesterov")};

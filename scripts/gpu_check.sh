@@ -23,6 +23,8 @@
 #      without, train_images_per_s of both (what replaying the step as a CUDA graph gains);
 #      recompute: ResNet-18 with and without the recompute pass (the same weights), and the
 #      step of ResNet-18 b256 and ResNet-50 224x224 b128 with and without it (speed, memory);
+#      combine: LeNet with and without the combine_updates pass (the same weights; the step's
+#      images/s at batch 32 and 256);
 #   8. profile_r18: ResNet-18 batch 256, steps 3-5 profiled (--profile), `loom profile show`;
 #   9. profiles: LeNet-5 batch 256 and ResNet-50 224x224 batch 128 profiled with the memory plan;
 #  10. nsys_lenet: where Nsight Systems is installed, the kernels of LeNet's step at batch 256,
@@ -307,7 +309,7 @@ EOF
 # on the GPU) of ResNet-18 b256 and ResNet-50 224x224 b128 with and without it, in turn: images/s
 # and the device's high-water mark.
 recompute() {
-  local without='inline,repeat(simplify,cse,dce),fuse,dce' r with_sha without_sha
+  local without='inline,repeat(simplify,cse,dce),fuse,combine_updates,dce' r with_sha without_sha
   local small=(resnet18 --device GPU --deterministic --epochs 1 --train-samples 2048
                --test-samples 256 --batch-size 256 --json --data-dir "$WORK/fashion-mnist")
   r=$("$WORK/loom" train "${small[@]}" 2>&1 | tail -n 1) || { echo "$r"; return 1; }
@@ -335,6 +337,41 @@ recompute() {
       r=$("$WORK/loom_bench_train" --model $cfg --device GPU --repeats 1 --warmup 3 \
           --passes "$without" 2>&1 | tail -n 1)
       echo "  round $round, $cfg, without recompute: $r"
+    done
+  done
+  return $status
+}
+
+# The combine_updates pass on the GPU: LeNet-5 (deterministic, one epoch) trains to the same
+# weights with and without it; then LeNet's step alone at batch 32 and 256 with and without it,
+# in turn, two rounds (images/s).
+combine() {
+  local without='inline,repeat(simplify,cse,dce),recompute,fuse,dce' r a b
+  local small=(lenet --device GPU --deterministic --epochs 1 --json
+               --data-dir "$WORK/fashion-mnist")
+  r=$("$WORK/loom" train "${small[@]}" 2>&1 | tail -n 1) || { echo "$r"; return 1; }
+  a=$(sed -n 's/.*"weights_sha256":"\([0-9a-f]*\)".*/\1/p' <<<"$r")
+  echo "  with combine_updates:    $r"
+  r=$("$WORK/loom" train "${small[@]}" --passes "$without" 2>&1 | tail -n 1) || {
+    echo "$r"; return 1; }
+  b=$(sed -n 's/.*"weights_sha256":"\([0-9a-f]*\)".*/\1/p' <<<"$r")
+  echo "  without combine_updates: $r"
+  local status=0
+  if [[ -z $a || $a != "$b" ]]; then
+    echo "  FAIL: the weights differ with and without combine_updates"
+    status=1
+  else
+    echo "  the same weights with and without combine_updates: $a"
+  fi
+  local round batch
+  for round in 1 2; do
+    for batch in 32 256; do
+      r=$("$WORK/loom_bench_train" --model lenet --batch $batch --steps 2000 --device GPU \
+          --repeats 1 --warmup 50 2>&1 | tail -n 1)
+      echo "  round $round, lenet $batch, with combine_updates:    $r"
+      r=$("$WORK/loom_bench_train" --model lenet --batch $batch --steps 2000 --device GPU \
+          --repeats 1 --warmup 50 --passes "$without" 2>&1 | tail -n 1)
+      echo "  round $round, lenet $batch, without combine_updates: $r"
     done
   done
   return $status
@@ -419,8 +456,8 @@ modes() {
 }
 
 export ROOT BUNDLE WORK OUT
-export -f dexz unpack cuda_lib_dirs find_cuda machine cuda_graphs recompute profile_r18 profiles \
-  nsys_lenet modes
+export -f dexz unpack cuda_lib_dirs find_cuda machine cuda_graphs recompute combine profile_r18 \
+  profiles nsys_lenet modes
 
 main() {
   echo "loom GPU check, $(date -u +%FT%TZ), $(uname -n), repository $ROOT"
@@ -455,6 +492,7 @@ main() {
       ${LOOM_GPU_CHECK_BENCH:+--configs $LOOM_GPU_CHECK_BENCH}
     step cuda_graphs 60 cuda_graphs
     step recompute 120 recompute
+    step combine 90 combine
     step profile_r18 60 profile_r18
     step profiles 90 profiles
     step nsys_lenet 90 nsys_lenet

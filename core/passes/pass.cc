@@ -49,6 +49,7 @@ const PassRegistry& PassRegistry::global() {
     register_fold_constants(*r);
     register_fuse(*r);
     register_recompute(*r);
+    register_combine_updates(*r);
     return r;
   }();
   return *registry;

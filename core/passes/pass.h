@@ -69,6 +69,7 @@ void register_cse(PassRegistry& registry);
 void register_fold_constants(PassRegistry& registry);
 void register_fuse(PassRegistry& registry);
 void register_recompute(PassRegistry& registry);
+void register_combine_updates(PassRegistry& registry);
 
 // How fold_constants computes an op on constant arguments. core/passes comes before the
 // backends and cannot call a kernel itself, so whoever links a backend installs one:

@@ -10,8 +10,10 @@ const std::string& pipeline(Purpose purpose) {
   // the residual tuples apart; cse merges what the backward recomputes of the forward; fuse
   // (after everything, as fused ops have no bprop) joins bias-and-activation epilogues and
   // elementwise chains. recompute (training only, after cse, which would merge its
-  // recomputations back into the forward values) frees the activations after BatchNorms.
-  static const std::string kTrain = "inline,repeat(simplify,cse,dce),recompute,fuse,dce";
+  // recomputations back into the forward values) frees the activations after BatchNorms;
+  // combine_updates puts the small parameters' momentum updates into one launch.
+  static const std::string kTrain =
+      "inline,repeat(simplify,cse,dce),recompute,fuse,combine_updates,dce";
   static const std::string kEval = "inline,repeat(simplify,cse,dce),fuse,dce";
   // MindSpore must be able to read every op: no fuse.
   static const std::string kExport = "inline,repeat(simplify,dce),fold_constants,dce";

@@ -550,7 +550,7 @@ TEST(GpuCoverage, TrainingAndEvaluationOpsHaveFloat32CudaKernels) {
       // optimizers: Momentum, Adam; SGD (Greater, Select, ZerosLike); AdamWeightDecay and
       // weight decay (fused Mul / Sub / Add / Sqrt / RealDiv); --clip-grad-norm (Square,
       // ReduceSum, Maximum)
-      "ApplyMomentum", "ApplyAdam", "Greater", "Select", "ZerosLike", "Sub", "Sqrt", "RealDiv",
+      "ApplyMomentum", "CombineMomentum", "ApplyAdam", "Greater", "Select", "ZerosLike", "Sub", "Sqrt", "RealDiv",
       "Square", "ReduceSum", "Maximum"};
   const std::string missing = missing_float32(ops);
   EXPECT_TRUE(missing.empty()) << "ops of LeNet / ResNet training and evaluation without a "

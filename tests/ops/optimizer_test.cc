@@ -1,10 +1,12 @@
-// Rows and exact cases of the optimizer updates (ApplyMomentum, ApplyAdam): two steps of each
+// Rows and exact cases of the optimizer updates (ApplyMomentum, CombineMomentum, ApplyAdam): two steps of each
 // with the numbers written out, every attribute mode, and the inference errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "backends/eager.h"
+#include "backends/thread_pool.h"
 #include "core/ir/error.h"
 #include "ops/op.h"
 #include "tests/ops/op_table.h"
@@ -46,6 +48,12 @@ static const CaseRegistrar kRows({
     row("apply_momentum_nesterov_scaled", "ApplyMomentum",
         {{"use_nesterov", Value::boolean(true)}, {"gradient_scale", Value::f32(0.5f)}},
         momentum_inputs()),
+    row("combine_momentum", "CombineMomentum", {},
+        {scalar(), scalar(), param({3, 4}), param({3, 4}), param({3, 4}), param({5}), param({5}),
+         param({5})}),
+    row("combine_momentum_nesterov_scaled", "CombineMomentum",
+        {{"use_nesterov", Value::boolean(true)}, {"gradient_scale", Value::f32(0.5f)}},
+        {scalar(), scalar(), param({2, 3}), param({2, 3}), param({2, 3})}),
     row("apply_adam", "ApplyAdam", {}, adam_inputs()),
     row("apply_adam_nesterov", "ApplyAdam", {{"use_nesterov", Value::boolean(true)}},
         adam_inputs()),
@@ -157,6 +165,44 @@ TEST_P(OptimizerByDType, NesterovAdamTwoSteps) {
   expect_values(r[5], {0.01002997, 0.04016988}, tol());
 }
 
+// CombineMomentum is ApplyMomentum per parameter, bitwise: three parameters (one empty, one
+// longer than a parallel block so the index space is cut inside it), plain and Nesterov with a
+// gradient scale, with 1 and 4 threads.
+TEST_P(OptimizerByDType, CombineMomentumIsApplyMomentumPerParameterBitwise) {
+  const std::vector<Shape> shapes = {{3, 4}, {0}, {40000}};
+  std::mt19937 rng(7);
+  std::normal_distribution<double> normal;
+  auto random = [&](const Shape& s) {
+    Tensor t(dt(), s);
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, normal(rng));
+    return Value::tensor(t);
+  };
+  for (const ir::Primitive::Attrs& attrs :
+       {ir::Primitive::Attrs{}, ir::Primitive::Attrs{{"use_nesterov", Value::boolean(true)},
+                                                     {"gradient_scale", Value::f32(0.5f)}}}) {
+    std::vector<Value> args = {num(dt(), 0.1), num(dt(), 0.9)};
+    std::vector<Value> expected;
+    for (const Shape& s : shapes) {
+      const Value var = random(s), accum = random(s), grad = random(s);
+      args.insert(args.end(), {var, accum, grad});
+      const Value one =
+          backend::run_op("ApplyMomentum", {var, accum, args[0], grad, args[1]}, attrs);
+      expected.insert(expected.end(), {one.elements()[0], one.elements()[1]});
+    }
+    std::vector<Tensor> inputs;
+    for (const Value& v : args) inputs.push_back(v.as_tensor());
+    for (int threads : {1, 4}) {
+      SCOPED_TRACE(threads);
+      backend::ThreadPool pool(threads);
+      const std::vector<Tensor> all = run_kernel_outputs(pool, "CombineMomentum", inputs, attrs);
+      ASSERT_EQ(all.size(), expected.size());
+      for (std::size_t i = 0; i < expected.size(); ++i) {
+        EXPECT_TRUE(all[i].bitwise_equal(expected[i].as_tensor())) << "output " << i;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Optimizer, OptimizerByDType,
                          ::testing::Values(DType::kFloat32, DType::kFloat64),
                          [](const ::testing::TestParamInfo<DType>& info) {
@@ -164,6 +210,20 @@ INSTANTIATE_TEST_SUITE_P(Optimizer, OptimizerByDType,
                          });
 
 Value zeros(DType dt, Shape shape) { return Value::tensor(Tensor(dt, std::move(shape))); }
+
+TEST(Optimizer, CombineMomentumErrors) {
+  const DType f = DType::kFloat32;
+  EXPECT_EQ(op_error<ValueError>("CombineMomentum", {num(f, 0.1), num(f, 0.9), zeros(f, {2}),
+                                                     zeros(f, {2}), zeros(f, {2}), zeros(f, {2})}),
+            "CombineMomentum: expected learning_rate, momentum, then (variable, accumulation, "
+            "gradient) triples, got 6 inputs");
+  EXPECT_EQ(op_error<ShapeError>("CombineMomentum", {num(f, 0.1), num(f, 0.9), zeros(f, {2, 3}),
+                                                     zeros(f, {2, 3}), zeros(f, {3, 2})}),
+            "CombineMomentum: expected gradient 0 of shape (2, 3) like variable 0, got (3, 2)");
+  EXPECT_EQ(op_error<TypeError>("CombineMomentum", {num(f, 0.1), num(DType::kFloat64, 0.9),
+                                                    zeros(f, {2}), zeros(f, {2}), zeros(f, {2})}),
+            "CombineMomentum: expected momentum to be Float32, got Float64");
+}
 
 TEST(Optimizer, MomentumErrors) {
   const DType f = DType::kFloat32;

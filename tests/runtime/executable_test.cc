@@ -645,6 +645,9 @@ TEST(Executable, KernelsListedAsWritingEveryElementDoSo) {
   cases.push_back({"MatMulBiasAct", {any({3, 4}), any({4, 5}), any({5})},
                    {{"act", Value::string("relu")}}});
   cases.push_back({"ApplyMomentum", {any(s), any(s), scalar(0.1), any(s), scalar(0.9)}, {}});
+  cases.push_back({"CombineMomentum",
+                   {scalar(0.1), scalar(0.9), any(s), any(s), any(s), any({5}), any({5}), any({5})},
+                   {}});
   cases.push_back({"ApplyAdam", {any(s), any(s), pos(s), scalar(0.9), scalar(0.99), scalar(0.01),
                                  scalar(0.9), scalar(0.999), scalar(1e-8), any(s)},
                    {}});
