@@ -35,18 +35,27 @@ GraphNet::GraphNet(GraphCell cell) : nn::Cell("GraphNet"), cell_(std::move(cell)
 }
 
 ops::Var GraphNet::construct(const std::vector<ops::Var>& inputs) {
-  const ir::FuncGraph& g = cell_.graph();
   const std::size_t num_inputs = cell_.inputs().size();
   if (inputs.size() != num_inputs) {
     throw ValueError("GraphNet: expected " + std::to_string(num_inputs) + " inputs, got " +
                      std::to_string(inputs.size()));
   }
-  ops::Emitter& e = nn::current_emitter();
-  std::unordered_map<const ir::Node*, ops::Var> vars;
+  std::vector<ops::Var> weights;
+  for (nn::Parameter* w : weights_) weights.push_back(param(*w));
+  return emit_graph(nn::current_emitter(), cell_.graph(), inputs, weights);
+}
+
+ops::Var emit_graph(ops::Emitter& e, const ir::FuncGraph& g, const std::vector<ops::Var>& inputs,
+                    const std::vector<ops::Var>& weights) {
   const auto& params = g.parameters();
-  for (std::size_t i = 0; i < num_inputs; ++i) vars.emplace(params[i], inputs[i]);
-  for (std::size_t k = 0; k < weights_.size(); ++k) {
-    vars.emplace(params[num_inputs + k], param(*weights_[k]));
+  if (inputs.size() + weights.size() != params.size()) {
+    throw ValueError("MindIR graph @" + g.name() + ": expected " +
+                     std::to_string(params.size()) + " inputs and weights, got " +
+                     std::to_string(inputs.size()) + " and " + std::to_string(weights.size()));
+  }
+  std::unordered_map<const ir::Node*, ops::Var> vars;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    vars.emplace(params[i], i < inputs.size() ? inputs[i] : weights[i - inputs.size()]);
   }
   auto var_of = [&](const ir::Node* n) -> ops::Var {
     if (auto it = vars.find(n); it != vars.end()) return it->second;
@@ -55,11 +64,14 @@ ops::Var GraphNet::construct(const std::vector<ops::Var>& inputs) {
       vars.emplace(n, v);
       return v;
     }
-    throw InternalError("GraphNet: expected node " + n->name() + " to be computed before use");
+    throw InternalError("MindIR graph: node '" + n->name() + "' used before it is defined");
   };
   for (const ir::CNode* c : g.topo_order()) {
     const ir::Primitive* prim = c->primitive();
-    if (prim == nullptr) throw InternalError("GraphNet: expected primitive calls only");
+    if (prim == nullptr) {
+      throw ValueError("MindIR graph: expected only op calls to replay, got a call of a graph "
+                       "(control flow) at node '" + c->name() + "'");
+    }
     std::vector<ops::Var> args;
     for (std::size_t i = 0; i < c->num_args(); ++i) args.push_back(var_of(c->arg(i)));
     ops::Var out;

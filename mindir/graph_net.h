@@ -46,4 +46,12 @@ class GraphNet : public nn::Cell {
 /// load_mindir(path) as a GraphNet. FormatError naming the file on a file loom cannot read.
 std::shared_ptr<GraphNet> load_mindir_net(const std::string& path);
 
+/// The loaded graph `g` replayed through `e`: `inputs` for its first inputs.size() parameters,
+/// `weights` for the rest (one per weight, in order); returns its output. What GraphNet's
+/// construct does with its Parameters, and Python's nn.GraphCell inside a trace with the file's
+/// weights as constants. ValueError for a call of another graph (control flow), which a replay
+/// cannot take in, and for a count of inputs and weights that is not the graph's.
+ops::Var emit_graph(ops::Emitter& e, const ir::FuncGraph& g, const std::vector<ops::Var>& inputs,
+                    const std::vector<ops::Var>& weights);
+
 }  // namespace loom::mindir

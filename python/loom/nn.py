@@ -28,6 +28,7 @@ from loom._loom import (  # noqa: F401
     Flatten,
     GELU,
     GraphCell,
+    GraphNet,
     Identity,
     MaxPool2d,
     ReLU,

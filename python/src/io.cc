@@ -4,7 +4,8 @@
 //   checkpoints: checkpoint/checkpoint.h's save_checkpoint (atomic, ".ckpt" appended),
 //     load_checkpoint (checked: a corrupt file is a FormatError naming it) and
 //     load_param_into_net (in place), on (name, Tensor or str) entries;
-//   MindIR: mindir::export_mindir on a Cell and example tensors; load_mindir gives a MindIRGraph
+//   MindIR: mindir::export_mindir on a Cell and example tensors; GraphNet (mindir/graph_net.h) a
+//     file as a trainable Cell; load_mindir gives a MindIRGraph
 //     (the loaded mindir::GraphCell, shared), and GraphCell is the nn::Cell that runs one: a call
 //     from Python outside a trace runs the loaded graph's own compiled function on the context's
 //     device (as `loom run` does); inside a trace (the GraphCell a child of a Cell being compiled)
@@ -19,7 +20,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -28,6 +28,7 @@
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "core/trace/tracer.h"
+#include "mindir/graph_net.h"
 #include "mindir/mindir.h"
 #include "models/lenet/lenet.h"
 #include "models/resnet/resnet.h"
@@ -97,46 +98,6 @@ py::list tensor_infos(const std::vector<mindir::TensorInfo>& infos) {
   return out;
 }
 
-// The loaded graph's primitive calls emitted through `e` on `inputs`; the weights become
-// constants. ValueError for what a trace cannot take in (calls of other graphs: control flow).
-ops::Var emit_graph(ops::Emitter& e, const ir::FuncGraph& g, const std::vector<ops::Var>& inputs,
-                    std::size_t num_inputs) {
-  std::unordered_map<const ir::Node*, ops::Var> vars;
-  const auto& params = g.parameters();
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    if (i < num_inputs) {
-      vars[params[i]] = inputs[i];
-    } else if (params[i]->has_default()) {
-      vars[params[i]] = e.constant(ir::Value::tensor(*params[i]->default_value()));
-    } else {
-      throw ValueError("GraphCell: expected graph parameter '" + params[i]->name() +
-                       "' to be an input or a weight, got neither");
-    }
-  }
-  auto var_of = [&](const ir::Node* n) -> ops::Var {
-    auto it = vars.find(n);
-    if (it != vars.end()) return it->second;
-    if (n->is_value()) {
-      ops::Var v = e.constant(static_cast<const ir::ValueNode*>(n)->value());
-      vars[n] = v;
-      return v;
-    }
-    throw InternalError("GraphCell: node '" + n->name() + "' used before it is defined");
-  };
-  for (const ir::CNode* c : g.topo_order()) {
-    const ir::Primitive* prim = c->primitive();
-    if (!prim) {
-      throw ValueError("GraphCell: expected only op calls to run inside a traced Cell, got a "
-                       "call of a graph (control flow) at node '" + c->name() +
-                       "'; call the GraphCell outside a trace instead");
-    }
-    std::vector<ops::Var> args;
-    for (std::size_t i = 0; i < c->num_args(); ++i) args.push_back(var_of(c->arg(i)));
-    vars[c] = e.emit(prim->name(), args, prim->attrs());
-  }
-  return var_of(g.output());
-}
-
 // MindSpore's nn.GraphCell: a Cell running a loaded MindIR graph (see the file comment).
 class GraphCell : public nn::Cell {
  public:
@@ -157,7 +118,18 @@ class GraphCell : public nn::Cell {
       throw ValueError("GraphCell: expected " + std::to_string(graph_->inputs().size()) +
                        " inputs, got " + std::to_string(inputs.size()));
     }
-    return emit_graph(nn::current_emitter(), graph_->graph(), inputs, graph_->inputs().size());
+    // The file's weights as constants (mindir::GraphNet is the trainable form).
+    ops::Emitter& e = nn::current_emitter();
+    std::vector<ops::Var> weights;
+    const auto& params = graph_->graph().parameters();
+    for (std::size_t i = inputs.size(); i < params.size(); ++i) {
+      if (!params[i]->has_default()) {
+        throw ValueError("GraphCell: expected graph parameter '" + params[i]->name() +
+                         "' to be an input or a weight, got neither");
+      }
+      weights.push_back(e.constant(ir::Value::tensor(*params[i]->default_value())));
+    }
+    return mindir::emit_graph(e, graph_->graph(), inputs, weights);
   }
 
   // The loaded graph's compiled function on the context's device.
@@ -265,6 +237,17 @@ void init_io(py::module_& m) {
             return from_var(c.call_at(std::move(vars), s ? &*s : nullptr));
           },
           py::arg("inputs"), py::arg("site") = py::none());
+
+  py::class_<mindir::GraphNet, nn::Cell, std::shared_ptr<mindir::GraphNet>>(
+      m, "GraphNet",
+      "A MindIR file (loom's or MindSpore's) as a trainable Cell: its weights are Parameters "
+      "named as in the file, so it fine-tunes like any Cell and loom.save_checkpoint writes "
+      "MindSpore's names")
+      .def(py::init([](const std::string& file_name) {
+             py::gil_scoped_release release;
+             return mindir::load_mindir_net(file_name);
+           }),
+           py::arg("file_name"));
 
   py::class_<models::LeNet5, nn::Cell, std::shared_ptr<models::LeNet5>>(m, "LeNet5")
       .def(py::init<std::int64_t, std::int64_t>(), py::arg("num_class") = 10,

@@ -210,6 +210,28 @@ def test_graphcell_inside_a_python_cell_in_both_modes(tmp_path):
         loom.set_context(mode=loom.GRAPH_MODE)
 
 
+def test_graphnet_fine_tunes_a_mindir_file(tmp_path):
+    loom.set_seed(4)
+    net = models.lenet5()
+    x = rand(8, 1, 32, 32, seed=4)
+    path = str(tmp_path / "lenet.mindir")
+    lio.export(net, x, file_name=path)
+    tuned = loom.nn.GraphNet(path)
+    assert [n for n, _ in tuned.parameters_and_names()] == LENET_NAMES
+    np.testing.assert_allclose(tuned(x).asnumpy(), net(x).asnumpy(), rtol=0, atol=1e-6)
+    labels = loom.Tensor(np.arange(8, dtype=np.int32) % 10)
+    step = loom.nn.TrainOneStepCell(
+        loom.nn.WithLossCell(tuned, loom.nn.SoftmaxCrossEntropyWithLogits(sparse=True)),
+        loom.nn.Momentum(tuned.trainable_params(), learning_rate=0.05, momentum=0.9))
+    losses = [float(step(x, labels).asnumpy()) for _ in range(5)]
+    assert losses[-1] < losses[0]
+    ckpt = str(tmp_path / "tuned.ckpt")
+    lio.save_checkpoint(tuned, ckpt)
+    assert list(lio.load_checkpoint(ckpt)) == LENET_NAMES
+    with pytest.raises(loom.LoomFormatError, match="missing.mindir"):
+        loom.nn.GraphNet(str(tmp_path / "missing.mindir"))
+
+
 def test_mindir_errors(tmp_path):
     with pytest.raises(ValueError, match="expected a file name ending in .mindir, got 'm.onnx'"):
         lio.load("m.onnx")

@@ -256,6 +256,20 @@ TEST(Dumper, ATrainingStepInMindSporesLayoutWithTheValuesTheStepComputed) {
     EXPECT_EQ(f[0], std::to_string(i - 1));
     EXPECT_EQ(f[2].rfind(f[1] + "-op", 0), 0u) << order[i];
     EXPECT_TRUE(files.count(f[1] + "." + f[2] + ".output.0")) << order[i];
+    if (f[1] == "CombineMomentum") {  // the small parameters' updates in one launch
+      EXPECT_EQ(f[7], "optimizer");
+      // Inputs learning rate, momentum, then (variable, accumulation, gradient) per parameter:
+      // each variable input was written before the update overwrote it.
+      for (std::size_t j = 0;; ++j) {
+        const auto in = files.find(f[1] + "." + f[2] + ".input." + std::to_string(2 + 3 * j));
+        if (in == files.end()) break;
+        ++updates;
+        const Tensor var = data::load_npy(in->second);
+        EXPECT_TRUE(std::any_of(before.begin(), before.end(),
+                                [&](const auto& p) { return p.second.bitwise_equal(var); }))
+            << "variable " << j << " is no parameter's value before the step";
+      }
+    }
     if (f[1] == "ApplyMomentum") {
       ++updates;
       EXPECT_EQ(f[7], "optimizer");

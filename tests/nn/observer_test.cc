@@ -189,7 +189,9 @@ TEST(Observers, TwoObserversSeeEveryLaunchOfATrainingStepWithAnIf) {
       EXPECT_EQ(e.scope, "Gradients/WithLossCell/_backbone/fc2/MatMul");
       EXPECT_EQ(e.line, kLineFc2);
     }
-    if (e.role == ir::Role::kOptimizer && e.op == "ApplyMomentum") {
+    // The updates of its small parameters, combined into one launch (combine_updates).
+    if (e.role == ir::Role::kOptimizer &&
+        (e.op == "ApplyMomentum" || e.op == "CombineMomentum")) {
       saw_update = true;
       EXPECT_EQ(e.scope.rfind("Momentum/", 0), 0u) << e.scope;
     }
@@ -260,7 +262,8 @@ TEST(Observers, TheInterpreterReportsTheSameLaunches) {
   EXPECT_FALSE(interpreted.empty());
   // Both run the step graph the pipeline made: the same launches.
   EXPECT_EQ(interpreted, compiled);
-  EXPECT_EQ(interpreted.count("ApplyMomentum@optimizer@Momentum/fc1.weight"), 1u);
+  // The small parameters' updates in one launch (the combine_updates pass).
+  EXPECT_EQ(interpreted.count("CombineMomentum@optimizer@Momentum/CombineMomentum"), 1u);
   EXPECT_EQ(interpreted.count("If@forward@WithLossCell/_backbone/If"), 1u);
 }
 
