@@ -2,7 +2,9 @@
 // side; checkpoint/net.cc joins checkpoints and Cells).
 #include "checkpoint/checkpoint.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -197,19 +199,46 @@ std::string serialize_checkpoint(const Checkpoint& ck, const SaveOptions& option
 
 namespace {
 
+// The directory of `path` ("." for a bare file name).
+std::string directory_of(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// True when `fd` is the file `path` names now (the same inode on the same device).
+bool same_file(int fd, const std::string& path) {
+  struct stat a{}, b{};
+  return ::fstat(fd, &a) == 0 && ::stat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
+}
+
+// A temporary file next to `path`, created and locked (flock, held until it is closed), so that
+// remove_orphaned_temporaries can tell it from one a killed process left. If a cleaner removed
+// the name between the creation and the lock, a new one is made.
+int create_locked_temporary(const std::string& path, std::string& tmp) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    std::string name = path + ".XXXXXX.tmp";
+    std::vector<char> templ(name.begin(), name.end());
+    templ.push_back('\0');
+    const int fd = mkstemps(templ.data(), 4);
+    if (fd < 0) {
+      throw FormatError("save_checkpoint: cannot create a temporary file next to '" + path +
+                        "': " + errno_text());
+    }
+    tmp = templ.data();
+    if (::flock(fd, LOCK_EX) == 0 && same_file(fd, tmp)) return fd;
+    ::close(fd);
+  }
+  throw FormatError("save_checkpoint: cannot keep a temporary file next to '" + path +
+                    "' (removed while being locked, 8 times)");
+}
+
 // Writes `bytes` to `path` atomically (see the header).
 void write_atomically(const std::string& path, const std::string& bytes) {
-  const std::size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  std::string tmp = path + ".XXXXXX.tmp";
-  std::vector<char> templ(tmp.begin(), tmp.end());
-  templ.push_back('\0');
-  const int fd = mkstemps(templ.data(), 4);
-  if (fd < 0) {
-    throw FormatError("save_checkpoint: cannot create a temporary file next to '" + path +
-                      "': " + errno_text());
-  }
-  tmp = templ.data();
+  const std::string dir = directory_of(path);
+  remove_orphaned_temporaries(dir);
+  std::string tmp;
+  const int fd = create_locked_temporary(path, tmp);
   auto fail = [&](const std::string& what) {
     const std::string err = errno_text();
     ::close(fd);
@@ -227,15 +256,16 @@ void write_atomically(const std::string& path, const std::string& bytes) {
   }
   if (::fsync(fd) != 0) fail("cannot fsync");
   if (::fchmod(fd, 0400) != 0) fail("cannot chmod");
-  if (::close(fd) != 0) {
-    const std::string err = errno_text();
-    ::unlink(tmp.c_str());
-    throw FormatError("save_checkpoint: cannot close '" + tmp + "': " + err);
-  }
+  // Renamed while the lock is held: until then a cleaner sees a save in progress.
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string err = errno_text();
+    ::close(fd);
     ::unlink(tmp.c_str());
     throw FormatError("save_checkpoint: cannot rename '" + tmp + "' to '" + path + "': " + err);
+  }
+  if (::close(fd) != 0) {
+    // The data was fsync'ed before the rename: the file at `path` is complete.
+    throw FormatError("save_checkpoint: cannot close '" + path + "': " + errno_text());
   }
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (dfd >= 0) {
@@ -280,6 +310,30 @@ std::string tensor_type_name(DType dtype) {
   }
   throw InternalError("tensor_type_name: no MindSpore name for dtype " +
                       std::string(dtype_name(dtype)));
+}
+
+std::vector<std::string> remove_orphaned_temporaries(const std::string& directory) {
+  std::vector<std::string> removed;
+  DIR* d = ::opendir(directory.c_str());
+  if (d == nullptr) return removed;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    // "<file>.ckpt.XXXXXX.tmp": six characters of mkstemps between ".ckpt." and ".tmp".
+    const std::size_t n = name.size();
+    if (n < 16 || name.compare(n - 4, 4, ".tmp") != 0 || name.compare(n - 16, 6, ".ckpt.") != 0) {
+      continue;
+    }
+    const std::string path = (directory == "/" ? "" : directory) + "/" + name;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    // A save in progress holds its lock; a killed process's lock went with it.
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && same_file(fd, path) && ::unlink(path.c_str()) == 0) {
+      removed.push_back(path);
+    }
+    ::close(fd);
+  }
+  ::closedir(d);
+  return removed;
 }
 
 std::string save_checkpoint(const Checkpoint& ck, const std::string& path,

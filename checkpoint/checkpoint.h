@@ -12,7 +12,8 @@
 /// every MindSpore 2.x). Strings are written as MindSpore's `str` entries (UTF-32LE). The file is
 /// written ATOMICALLY: to a temporary file in the same directory, flushed and fsync'ed, renamed
 /// over the target, and the directory fsync'ed; a process killed at any point leaves either the
-/// previous file or the new one, both complete. As MindSpore, ".ckpt" is appended to a path
+/// previous file or the new one, both complete (and perhaps the temporary file, which the next
+/// save or resume in that directory removes: remove_orphaned_temporaries). As MindSpore, ".ckpt" is appended to a path
 /// without it and the final file is made read-only (0400).
 ///
 /// Reading checks everything before trusting it and throws FormatError naming the file, the
@@ -75,6 +76,13 @@ std::string save_checkpoint(const NamedTensors& tensors, const std::string& path
 std::string save_checkpoint(nn::Cell& cell, const std::string& path,
                             const SaveOptions& options = {});
 ///@}
+
+/// Removes the temporary files ("<name>.ckpt.XXXXXX.tmp") that saves into `directory` left when
+/// their process was killed before the rename, and returns their paths. A save in progress holds
+/// a lock (flock) on its temporary file, which a killed process's save no longer does, so only
+/// orphans go. save_checkpoint calls it for its directory; `loom train --resume` for --ckpt-dir.
+/// A directory that cannot be read removes nothing.
+std::vector<std::string> remove_orphaned_temporaries(const std::string& directory);
 
 /// The bytes save_checkpoint writes (for in-memory use and tests).
 std::string serialize_checkpoint(const Checkpoint& ck, const SaveOptions& options = {});

@@ -216,6 +216,23 @@ Resume find_resume(const RunConfig& c, const RunHooks& hooks) {
   Resume r;
   if (c.resume.empty()) return r;
   parallel::Communicator& comm = parallel::world();
+  // Temporary files of saves that a kill interrupted, in the directory resumed from.
+  const std::string dir = c.resume == "auto" ? c.ckpt_dir
+                          : std::filesystem::path(c.resume).has_parent_path()
+                              ? std::filesystem::path(c.resume).parent_path().string()
+                              : std::string(".");
+  if (parallel::is_writer() && !dir.empty()) {
+    const std::vector<std::string> removed = checkpoint::remove_orphaned_temporaries(dir);
+    if (!removed.empty() && hooks.on_note) {
+      std::string names;
+      for (const std::string& p : removed) {
+        names += (names.empty() ? "" : ", ") + std::filesystem::path(p).filename().string();
+      }
+      hooks.on_note("loom train " + c.model + ": removed " + std::to_string(removed.size()) +
+                    " temporary checkpoint file" + (removed.size() == 1 ? "" : "s") +
+                    " that an interrupted save left in " + dir + ": " + names);
+    }
+  }
   if (c.resume == "auto") {
     if (c.ckpt_dir.empty()) throw ConfigError("--resume auto: needs --ckpt-dir (the directory to look in)");
     std::string latest;

@@ -4,7 +4,9 @@
 #include "checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -294,6 +296,33 @@ TEST(Checkpoint, AFailedSaveLeavesThePreviousFileAndNoTemporaries) {
     ++files;
   }
   EXPECT_EQ(files, 1);
+}
+
+// A temporary file a killed save left ("<name>.ckpt.XXXXXX.tmp", no process holding its lock)
+// is removed by the next save into its directory and by remove_orphaned_temporaries; one a save
+// in progress holds (locked, here by the test) stays, as do files of other names.
+TEST(Checkpoint, OrphanedTemporariesAreRemovedAndSavesInProgressKept) {
+  TempDir dir;
+  auto touch = [&](const std::string& name) {
+    std::ofstream(dir / name) << "partial";
+    return dir / name;
+  };
+  const std::string orphan = touch("lenet-1_3.ckpt.Ab12Cd.tmp");
+  const std::string busy = touch("lenet-1_4.ckpt.Zz9999.tmp");
+  const std::string others[] = {touch("notes.tmp"), touch("a.ckpt.tmp"), touch("a.ckpt.Ab12Cd"),
+                                touch("x.ckpt.Ab12Cd7.tmp")};
+  const int fd = ::open(busy.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  EXPECT_EQ(remove_orphaned_temporaries(dir.path()), std::vector<std::string>{orphan});
+  EXPECT_FALSE(fs::exists(orphan));
+  EXPECT_TRUE(fs::exists(busy));
+  for (const std::string& o : others) EXPECT_TRUE(fs::exists(o)) << o;
+  ::close(fd);  // the "save" ends without renaming: now it is an orphan too
+  save_checkpoint(NamedTensors{{"a", f32({1}, {1})}}, dir / "k.ckpt");
+  EXPECT_FALSE(fs::exists(busy));
+  for (const std::string& o : others) EXPECT_TRUE(fs::exists(o)) << o;
+  EXPECT_TRUE(remove_orphaned_temporaries(dir / "missing").empty());
 }
 
 // The child process of AKillDuringASaveLeavesACompleteCheckpoint, which runs it through this
