@@ -43,6 +43,9 @@ struct RunContext {
   /// the last 64-step read); final at on_train_epoch_end.
   double epoch_loss_mean = 0;
   std::int64_t epoch_loss_steps = 0;  ///< the steps epoch_loss_mean counts (0: none read yet)
+  /// The first step of the epoch (1-based) that epoch_loss_mean covers: 1, or after a resume in
+  /// the middle of the epoch the step it resumed at (the earlier steps ran in another process).
+  std::int64_t epoch_loss_first_step = 1;
   std::map<std::string, double> metrics;  ///< eval results, when the caller filled them
   Cell* network = nullptr;  ///< the Model's network (without the loss)
   /// The training step (null in an eval() before the first train()).

@@ -250,6 +250,7 @@ void Model::train_impl(std::int64_t epochs, const data::DatasetPtr& dataset,
     rc.step_in_epoch = first;
     rc.epoch_loss_mean = 0;
     rc.epoch_loss_steps = 0;
+    rc.epoch_loss_first_step = first + 1;
     double loss_sum = 0;
     std::int64_t loss_steps = 0;
     // A device's losses are read back kPendingLosses at a time (and at the epoch's end), not at
@@ -321,6 +322,7 @@ void Model::train_impl(std::int64_t epochs, const data::DatasetPtr& dataset,
     // The epoch's mean loss over every rank's steps of it.
     rc.epoch_loss_mean = reduce_mean(loss_sum, static_cast<double>(loss_steps));
     stats_.epoch_loss_mean = rc.epoch_loss_mean;
+    stats_.epoch_loss_first_step = rc.epoch_loss_first_step;
     const bool last = epoch + 1 == epochs || rc.stop_requested;
     if (valid && ((epoch + 1) % options.valid_frequency == 0 || last)) {
       const Clock::time_point t_eval = Clock::now();

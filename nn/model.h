@@ -89,6 +89,9 @@ struct TrainStats {
   double eval_seconds = 0;         ///< fit(): time in the evaluations
   double total_seconds = 0;        ///< wall time of the whole call
   double epoch_loss_mean = 0;      ///< the last epoch's mean training loss (over every rank)
+  /// The last epoch's first step (1-based) that epoch_loss_mean covers: 1, or after a resume in
+  /// the middle of that epoch the step it resumed at.
+  std::int64_t epoch_loss_first_step = 1;
   std::map<std::string, double> metrics;  ///< fit(): the last evaluation's results
 };
 

@@ -114,6 +114,9 @@ void ProgressCallback::on_train_epoch_end(nn::RunContext& rc) {
   drawn_ = false;
   *out_ << "epoch " << rc.cur_epoch_num << "/" << rc.epoch_num << ": train loss "
         << fixed(rc.epoch_loss_mean, 4);
+  if (rc.epoch_loss_first_step > 1) {  // resumed in the middle of this epoch
+    *out_ << " (steps " << rc.epoch_loss_first_step << "-" << rc.batch_num << ", since the resume)";
+  }
   if (auto it = rc.metrics.find("loss"); it != rc.metrics.end()) {
     *out_ << ", test loss " << fixed(it->second, 4);
   }

@@ -131,7 +131,9 @@ constexpr char kTrainHelp[] =
     "  A failing or killed rank ends the whole job with a message naming it.\n"
     "Output: a progress line on a terminal (a log line every 10% of an epoch otherwise, and under\n"
     "mpirun) and, per epoch, the mean training loss, the test loss and accuracy and the time.\n"
-    "--json keys: model, epochs, batch_size, seed, train_loss (last epoch's mean),\n"
+    "--json keys: model, epochs, batch_size, seed, train_loss (last epoch's mean; after a\n"
+    "resume in the middle of that epoch, of its steps since the resume, and then\n"
+    "train_loss_first_step: the first of them),\n"
     "test_accuracy, test_loss, train_images_per_s (training steps only: data waits and\n"
     "compilation excluded; on a GPU the loop's time less its data waits, since the host only\n"
     "queues a step), data_wait_fraction (of the training loop's time), train_loop_s (wall time\n"
@@ -524,7 +526,12 @@ int run_train(const Options& o) {
     std::cerr << "loom train: warning: the ranks' trained weights differ" << std::endl;
   }
   std::cout << "done: test accuracy " << std::fixed << std::setprecision(4) << r.test_accuracy
-            << ", train loss " << r.train_loss << std::setprecision(0) << ", "
+            << ", train loss " << r.train_loss
+            << (r.train_loss_first_step > 1
+                    ? " (the last epoch's steps from " + std::to_string(r.train_loss_first_step) +
+                          ", since the resume)"
+                    : std::string())
+            << std::setprecision(0) << ", "
             << r.train_images_per_s << " images/s in training steps, compile "
             << std::setprecision(1) << r.compile_ms << " ms, total " << r.total_s
             << " s, peak RSS " << r.peak_rss_mib << " MiB" << std::defaultfloat << std::endl;

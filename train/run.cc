@@ -326,6 +326,7 @@ std::string RunResult::to_json() const {
   j["batch_size"] = batch_size;
   j["seed"] = seed;
   j["train_loss"] = number(train_loss);
+  if (train_loss_first_step > 1) j["train_loss_first_step"] = train_loss_first_step;
   j["test_accuracy"] = number(test_accuracy);
   j["test_loss"] = number(test_loss);
   j["train_images_per_s"] = number(train_images_per_s, 5);
@@ -699,6 +700,7 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
   result.batch_size = rs.batch_size;
   result.seed = c.seed;
   result.train_loss = result.evaluated_only ? NAN : st.epoch_loss_mean;
+  result.train_loss_first_step = st.epoch_loss_first_step;
   result.test_accuracy = metric(metrics, "accuracy");
   result.test_loss = metric(metrics, "loss");
   // All ranks together: they step in lockstep, each on its share of the global batch.

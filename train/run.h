@@ -134,6 +134,9 @@ struct RunResult {
   std::int64_t epochs = 0, batch_size = 0;
   std::uint64_t seed = 0;
   double train_loss = 0, test_accuracy = 0, test_loss = 0;
+  // The last epoch's first step (1-based) train_loss covers: after a resume in the middle of
+  // that epoch the step it resumed at (in JSON as train_loss_first_step, only then), else 1.
+  std::int64_t train_loss_first_step = 1;
   double train_images_per_s = 0, data_wait_fraction = 0, train_loop_s = 0;
   double compile_ms = 0, total_s = 0, peak_rss_mib = 0;
   // The device memory's high-water mark (a GPU run: the CUDA memory pool's), in JSON as

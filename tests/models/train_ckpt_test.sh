@@ -6,6 +6,8 @@
 #  - a run saving every 3 steps is killed with SIGKILL mid-training (slowed by --step-delay-ms);
 #    its newest checkpoint loads (atomic saves) and --resume auto ends with the straight run's hash,
 #    after removing the temporary files interrupted saves left (one planted, any the kill left);
+#  - a resume in the middle of the last epoch: train_loss covers the steps since the resume and
+#    the JSON (train_loss_first_step), the epoch line and the done line say which;
 #  - `loom eval lenet --ckpt` of the last checkpoint reports the training run's last test accuracy
 #    and loss and its weights_sha256;
 #  - errors: --resume of a missing file, --ckpt of a corrupt file, --resume with another seed,
@@ -77,9 +79,31 @@ grep -q "^resumed from $tmp/kill/lenet-[12]_[0-9]*\.ckpt: epoch [12], step [0-9]
   "$tmp/after_kill.out" || { cat "$tmp/after_kill.out" >&2; fail "no 'resumed from' line"; }
 step=$(key after_kill initial_step)
 ((step > 0 && step < 40 && step % 3 == 0)) || fail "resumed at step $step"
+# train_loss is the last epoch's mean; resumed within that epoch (step > 20), of its steps since
+# the resume, which the JSON's train_loss_first_step and the epoch line then name.
+first=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("train_loss_first_step", 1))' \
+  "$tmp/after_kill.json")
+want_first=$((step > 20 ? step - 20 + 1 : 1))
+((first == want_first)) || fail "train_loss_first_step $first after a resume at step $step"
+if ((step > 20)); then
+  grep -q "^epoch 2/2: train loss [0-9.]* (steps $want_first-20, since the resume)" \
+    "$tmp/after_kill.out" || { cat "$tmp/after_kill.out" >&2; fail "no 'steps $want_first-20' epoch line"; }
+fi
 [[ $(key after_kill weights_sha256) == "$want" ]] ||
   fail "killed at step $step and resumed: weights_sha256 differs from the straight run's"
 echo "kill -9 at step $step (checkpoints: $(tr '\n' ' ' <"$tmp/kill.ls")), resume: ok"
+
+# --- A resume in the middle of the last epoch: train_loss covers the steps since the resume,
+# and the output says so (checkpoints after steps 7 and 14; the end-of-epoch one removed).
+run mid_save train lenet "${small[@]}" --epochs 1 --ckpt-dir "$tmp/mid" --save-steps 7
+rm "$tmp/mid/lenet-1_20.ckpt"
+run mid train lenet "${small[@]}" --epochs 1 --ckpt-dir "$tmp/mid" --resume auto
+[[ $(key mid train_loss_first_step) == 15 ]] || fail "train_loss_first_step after a resume at 14"
+grep -q "^epoch 1/1: train loss [0-9.]* (steps 15-20, since the resume)" "$tmp/mid.out" ||
+  { cat "$tmp/mid.out" >&2; fail "no '(steps 15-20, since the resume)' epoch line"; }
+grep -q "^done: .*train loss [0-9.]* (the last epoch's steps from 15, since the resume)" \
+  "$tmp/mid.out" || { cat "$tmp/mid.out" >&2; fail "no 'steps from 15' in the done line"; }
+echo "resume within the last epoch: train_loss over steps 15-20, named: ok"
 
 # --- eval --ckpt of the last checkpoint: the last epoch's test figures and the final weights.
 run eval eval lenet --ckpt "$(key resumed checkpoint)" --test-samples 64 --batch-size 32 --json
