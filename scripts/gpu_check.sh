@@ -308,24 +308,30 @@ EOF
 # the same weights with and without it; then the step alone (loom_bench_train, the batch resident
 # on the GPU) of ResNet-18 b256 and ResNet-50 224x224 b128 with and without it, in turn: images/s
 # and the device's high-water mark.
-recompute() {
-  local without='inline,repeat(simplify,cse,dce),fuse,combine_updates,dce' r with_sha without_sha
-  local small=(resnet18 --device GPU --deterministic --epochs 1 --train-samples 2048
-               --test-samples 256 --batch-size 256 --json --data-dir "$WORK/fashion-mnist")
-  r=$("$WORK/loom" train "${small[@]}" 2>&1 | tail -n 1) || { echo "$r"; return 1; }
-  echo "  with recompute:    $r"
-  with_sha=$(sed -n 's/.*"weights_sha256":"\([0-9a-f]*\)".*/\1/p' <<<"$r")
-  r=$("$WORK/loom" train "${small[@]}" --passes "$without" 2>&1 | tail -n 1) || {
+# same_weights PASS WITHOUT ARGS...: `loom train ARGS --json` with the default pipeline and with
+# --passes WITHOUT (the pipeline less PASS); fails unless both give the same weights_sha256.
+same_weights() {
+  local pass=$1 without=$2 r a b
+  shift 2
+  r=$("$WORK/loom" train "$@" --json 2>&1 | tail -n 1) || { echo "$r"; return 1; }
+  echo "  with $pass:    $r"
+  a=$(sed -n 's/.*"weights_sha256":"\([0-9a-f]*\)".*/\1/p' <<<"$r")
+  r=$("$WORK/loom" train "$@" --json --passes "$without" 2>&1 | tail -n 1) || {
     echo "$r"; return 1; }
-  echo "  without recompute: $r"
-  without_sha=$(sed -n 's/.*"weights_sha256":"\([0-9a-f]*\)".*/\1/p' <<<"$r")
-  local status=0
-  if [[ -z $with_sha || $with_sha != "$without_sha" ]]; then
-    echo "  FAIL: the weights differ with and without recompute"
-    status=1
-  else
-    echo "  the same weights with and without recompute: $with_sha"
+  echo "  without $pass: $r"
+  b=$(sed -n 's/.*"weights_sha256":"\([0-9a-f]*\)".*/\1/p' <<<"$r")
+  if [[ -z $a || $a != "$b" ]]; then
+    echo "  FAIL: the weights differ with and without $pass"
+    return 1
   fi
+  echo "  the same weights with and without $pass: $a"
+}
+
+recompute() {
+  local without='inline,repeat(simplify,cse,dce),fuse,combine_updates,dce' r status=0
+  same_weights recompute "$without" resnet18 --device GPU --deterministic --epochs 1 \
+    --train-samples 2048 --test-samples 256 --batch-size 256 --data-dir "$WORK/fashion-mnist" ||
+    status=1
   local round cfg
   for round in 1 2; do
     for cfg in "resnet18 --batch 256 --steps 40" "resnet50 --imagenet --batch 128 --steps 20"; do
@@ -346,23 +352,9 @@ recompute() {
 # weights with and without it; then LeNet's step alone at batch 32 and 256 with and without it,
 # in turn, two rounds (images/s).
 combine() {
-  local without='inline,repeat(simplify,cse,dce),recompute,fuse,dce' r a b
-  local small=(lenet --device GPU --deterministic --epochs 1 --json
-               --data-dir "$WORK/fashion-mnist")
-  r=$("$WORK/loom" train "${small[@]}" 2>&1 | tail -n 1) || { echo "$r"; return 1; }
-  a=$(sed -n 's/.*"weights_sha256":"\([0-9a-f]*\)".*/\1/p' <<<"$r")
-  echo "  with combine_updates:    $r"
-  r=$("$WORK/loom" train "${small[@]}" --passes "$without" 2>&1 | tail -n 1) || {
-    echo "$r"; return 1; }
-  b=$(sed -n 's/.*"weights_sha256":"\([0-9a-f]*\)".*/\1/p' <<<"$r")
-  echo "  without combine_updates: $r"
-  local status=0
-  if [[ -z $a || $a != "$b" ]]; then
-    echo "  FAIL: the weights differ with and without combine_updates"
-    status=1
-  else
-    echo "  the same weights with and without combine_updates: $a"
-  fi
+  local without='inline,repeat(simplify,cse,dce),recompute,fuse,dce' r status=0
+  same_weights combine_updates "$without" lenet --device GPU --deterministic --epochs 1 \
+    --data-dir "$WORK/fashion-mnist" || status=1
   local round batch
   for round in 1 2; do
     for batch in 32 256; do
@@ -456,8 +448,8 @@ modes() {
 }
 
 export ROOT BUNDLE WORK OUT
-export -f dexz unpack cuda_lib_dirs find_cuda machine cuda_graphs recompute combine profile_r18 \
-  profiles nsys_lenet modes
+export -f dexz unpack cuda_lib_dirs find_cuda machine cuda_graphs same_weights recompute combine \
+  profile_r18 profiles nsys_lenet modes
 
 main() {
   echo "loom GPU check, $(date -u +%FT%TZ), $(uname -n), repository $ROOT"

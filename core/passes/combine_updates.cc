@@ -146,13 +146,6 @@ bool combine_graph(ir::Manager& mgr, FuncGraph& graph) {
   return changed;
 }
 
-bool run_combine_updates(ir::Module& module) {
-  ir::Manager mgr(module);
-  bool changed = false;
-  for (FuncGraph* graph : module.reachable_graphs()) changed |= combine_graph(mgr, *graph);
-  return changed;
-}
-
 }  // namespace
 
 void register_combine_updates(PassRegistry& registry) {
@@ -160,7 +153,7 @@ void register_combine_updates(PassRegistry& registry) {
       .name = "combine_updates",
       .summary = "the ApplyMomentum updates of small parameters with one learning rate and "
                  "momentum into CombineMomentum launches (after autodiff)",
-      .run = run_combine_updates,
+      .run = [](ir::Module& m) { return rewrite_graphs(m, combine_graph); },
   });
 }
 

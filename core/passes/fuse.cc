@@ -263,11 +263,9 @@ bool fuse_elementwise(ir::Manager& mgr, FuncGraph& graph) {
 }
 
 bool run_fuse(ir::Module& module) {
-  ir::Manager mgr(module);
-  bool changed = false;
-  for (FuncGraph* graph : module.reachable_graphs()) changed |= fuse_products(mgr, *graph);
-  for (FuncGraph* graph : module.reachable_graphs()) changed |= fuse_elementwise(mgr, *graph);
-  return changed;
+  const bool products = rewrite_graphs(module, fuse_products);
+  const bool chains = rewrite_graphs(module, fuse_elementwise);
+  return products || chains;
 }
 
 }  // namespace

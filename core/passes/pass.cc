@@ -1,7 +1,7 @@
 // The pass registry, the PassManager (pipeline text, repeat groups run to a fixed point,
 // verification after every pass, timing, save_graphs dumps), the constant-evaluator hook of
 // fold_constants, and the helpers the passes share (copying a graph's
-// body, fresh node names).
+// body, fresh node names, the graph-by-graph skeleton rewrite_graphs).
 #include "core/passes/pass.h"
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include "core/ir/anf.h"
 #include "core/ir/dot.h"
 #include "core/ir/error.h"
+#include "core/ir/manager.h"
 #include "core/ir/printer.h"
 #include "core/ir/value.h"
 #include "core/ir/verify.h"
@@ -37,6 +38,14 @@ bool is_snake_case(std::string_view name) {
 }  // namespace
 
 // ---- PassRegistry ---------------------------------------------------------------------------
+
+bool rewrite_graphs(ir::Module& module,
+                    const std::function<bool(ir::Manager&, ir::FuncGraph&)>& rewrite) {
+  ir::Manager mgr(module);
+  bool changed = false;
+  for (ir::FuncGraph* graph : module.reachable_graphs()) changed |= rewrite(mgr, *graph);
+  return changed;
+}
 
 const PassRegistry& PassRegistry::global() {
   static const PassRegistry* registry = [] {

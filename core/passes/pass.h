@@ -26,6 +26,7 @@
 
 namespace loom::ir {
 class Abstract;
+class Manager;
 class Module;
 class FuncGraph;
 class Node;
@@ -59,6 +60,11 @@ class PassRegistry {
  private:
   std::vector<std::unique_ptr<PassInfo>> passes_;
 };
+
+// The skeleton of the graph-by-graph passes: runs `rewrite` on every graph reachable from the
+// module's entry, with one Manager for all of them; true when any call changed something.
+bool rewrite_graphs(ir::Module& module,
+                    const std::function<bool(ir::Manager&, ir::FuncGraph&)>& rewrite);
 
 // The built-in passes, one file each; PassRegistry::global() calls these (an explicit list
 // rather than static registration objects, which static libraries would drop).

@@ -126,13 +126,6 @@ bool recompute_graph(ir::Manager& mgr, FuncGraph& graph) {
   return changed;
 }
 
-bool run_recompute(ir::Module& module) {
-  ir::Manager mgr(module);
-  bool changed = false;
-  for (FuncGraph* graph : module.reachable_graphs()) changed |= recompute_graph(mgr, *graph);
-  return changed;
-}
-
 }  // namespace
 
 void register_recompute(PassRegistry& registry) {
@@ -140,7 +133,7 @@ void register_recompute(PassRegistry& registry) {
       .name = "recompute",
       .summary = "the ReLU after a training BatchNorm computed again in the backward pass "
                  "(BatchNormApply) instead of kept from the forward pass (after autodiff)",
-      .run = run_recompute,
+      .run = [](ir::Module& m) { return rewrite_graphs(m, recompute_graph); },
   });
 }
 
