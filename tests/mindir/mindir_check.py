@@ -7,7 +7,9 @@
    a residual Add (tests/mindir/nets.h is the loom twin of the network below).
 4. Each MindSpore export fine-tuned in loom (mindir::GraphNet, 5 momentum steps on the 100
    inputs): the loss falls, and the checkpoint loom saves loads into MindSpore's network
-   (load_param_into_net, every parameter) with the same outputs as loom's.
+   (load_param_into_net, every parameter) with the same outputs as loom's. Also for two networks
+   MindSpore alone builds: MobileNetV2's inverted residual block with a classifier, and
+   nn.TransformerEncoderLayer with a classifier (exported, run in loom, fine-tuned, loaded back).
 """
 import os
 import subprocess
@@ -96,6 +98,67 @@ def check(label, got, want):
     return ok
 
 
+class MobileNetV2Head(nn.Cell):
+    """MobileNetV2's inverted residual block (1x1 expansion, depthwise 3x3, 1x1 projection,
+    BatchNorm, ReLU6, the residual Add), then a global mean and a Dense classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.block = nn.SequentialCell([
+            nn.Conv2d(4, 24, 1, has_bias=False), nn.BatchNorm2d(24), nn.ReLU6(),
+            nn.Conv2d(24, 24, 3, group=24, pad_mode="pad", padding=1, has_bias=False),
+            nn.BatchNorm2d(24), nn.ReLU6(),
+            nn.Conv2d(24, 4, 1, has_bias=False), nn.BatchNorm2d(4)])
+        self.fc = nn.Dense(4, 10)
+
+    def construct(self, x):
+        y = x + self.block(x)
+        return self.fc(y.mean(axis=(2, 3), keep_dims=False))
+
+
+class TransformerHead(nn.Cell):
+    """MindSpore's nn.TransformerEncoderLayer (attention, LayerNorm, feed-forward), then a
+    Dense classifier of the flattened sequence."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.1,
+                                                  batch_first=True)
+        self.fc = nn.Dense(5 * 16, 10)
+
+    def construct(self, x):
+        return self.fc(self.encoder(x).reshape((x.shape[0], 5 * 16)))
+
+
+def finetune_roundtrip(tool, tmp, name, cls, stem, x, xp, init_ckpt=None):
+    """MindSpore's export of `cls` fine-tuned in loom (mindir::GraphNet, 5 momentum steps): the
+    loss falls, and loom's checkpoint loads into MindSpore's `cls` (every parameter; its other
+    weights from init_ckpt first, where given) with loom's outputs."""
+    labels = (np.arange(x.shape[0]) % 10).astype(np.int32)
+    lp = os.path.join(tmp, name + "_labels.npy")
+    np.save(lp, labels)
+    ckpt = os.path.join(tmp, name + "_tuned.ckpt")
+    yp3 = os.path.join(tmp, name + "_tuned_y.npy")
+    r = subprocess.run([tool, "finetune", stem + ".mindir", xp, lp, ckpt, yp3],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit("FAILED: finetune: %s" % r.stderr)
+    losses = [float(v) for v in r.stdout.split(":")[1].split()]
+    print("%-44s losses %s" % (name + ": fine-tuned in loom",
+                                " ".join("%.6f" % v for v in losses)))
+    ok = losses[-1] < losses[0]
+    tuned = cls()
+    if init_ckpt:
+        ms.load_param_into_net(tuned, ms.load_checkpoint(init_ckpt))
+    not_loaded, _ = ms.load_param_into_net(tuned, ms.load_checkpoint(ckpt))
+    ok &= check(name + ": loom's fine-tuned checkpoint -> MindSpore", ms_eval(tuned, x),
+                np.load(yp3))
+    if not_loaded:
+        print("  parameters MindSpore did not load:", not_loaded)
+        ok = False
+    return ok
+
+
 def main():
     tool, tmp = sys.argv[1], sys.argv[2]
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
@@ -123,27 +186,26 @@ def main():
         yp2 = os.path.join(tmp, name + "_ms_y.npy")
         loom(tool, "run", stem + ".mindir", xp, yp2)
         ok &= check(name + ": MindSpore export -> loom GraphCell", np.load(yp2), want)
-        # MindSpore export -> fine-tuned in loom (GraphNet) -> checkpoint -> MindSpore's network
-        labels = (np.arange(x.shape[0]) % 10).astype(np.int32)
-        lp = os.path.join(tmp, name + "_labels.npy")
-        np.save(lp, labels)
-        ckpt = os.path.join(tmp, name + "_tuned.ckpt")
-        yp3 = os.path.join(tmp, name + "_tuned_y.npy")
-        r = subprocess.run([tool, "finetune", stem + ".mindir", xp, lp, ckpt, yp3],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            raise SystemExit("FAILED: finetune: %s" % r.stderr)
-        losses = [float(v) for v in r.stdout.split(":")[1].split()]
-        print("%-44s losses %s" % (name + ": fine-tuned in loom", " ".join("%.6f" % v
-                                                                        for v in losses)))
-        ok &= losses[-1] < losses[0]
-        tuned = cls()
-        not_loaded, _ = ms.load_param_into_net(tuned, ms.load_checkpoint(ckpt))
-        ok &= check(name + ": loom's fine-tuned checkpoint -> MindSpore", ms_eval(tuned, x),
-                    np.load(yp3))
-        if not_loaded:
-            print("  parameters MindSpore did not load:", not_loaded)
-            ok = False
+        ok &= finetune_roundtrip(tool, tmp, name, cls, stem, x, xp)
+    # MindSpore-only networks: exported by MindSpore, run in loom, fine-tuned in loom and loaded
+    # back into MindSpore.
+    for name, cls, shape in (("mobilenet_v2_block", MobileNetV2Head, (100, 4, 8, 8)),
+                             ("transformer_encoder", TransformerHead, (100, 5, 16))):
+        x = rng.uniform(-1, 1, shape).astype(np.float32)
+        xp = os.path.join(tmp, name + "_x.npy")
+        np.save(xp, x)
+        ms.set_seed(1)
+        net = cls()
+        randomize_bn(net, rng)
+        net.set_train(False)
+        want = net(ms.Tensor(x)).asnumpy()
+        stem = os.path.join(tmp, name + "_ms")
+        ms.export(net, ms.Tensor(x), file_name=stem, file_format="MINDIR")
+        ms.save_checkpoint(net, stem + ".ckpt")
+        yp2 = os.path.join(tmp, name + "_ms_y.npy")
+        loom(tool, "run", stem + ".mindir", xp, yp2)
+        ok &= check(name + ": MindSpore export -> loom GraphCell", np.load(yp2), want)
+        ok &= finetune_roundtrip(tool, tmp, name, cls, stem, x, xp, stem + ".ckpt")
     if not ok:
         raise SystemExit("FAILED")
     print("PASSED")
