@@ -60,7 +60,7 @@ struct Communicator::Impl {
   std::atomic<std::int64_t> busy_id{-1};
   std::thread watchdog;
   std::atomic<bool> watchdog_stop{false};
-  double timeout = 120;
+  double timeout = 60;
   bool we_initialised_mpi = false;
   // Staging buffers for reuse (steps repeat the same bucket sizes): no allocation, page fault or
   // zero-fill per reduction.

@@ -45,7 +45,7 @@
 /// is in progress, (1) checks every 200 ms that the peers on its host still exist (pids exchanged
 /// at init) and otherwise prints "loom.parallel: rank R: rank Q (pid P) has exited while a
 /// collective waits for it" and calls MPI_Abort, and (2) bounds every collective: one not finished
-/// after timeout_seconds (LOOM_PARALLEL_TIMEOUT, default 120 s) prints "loom.parallel: rank R:
+/// after timeout_seconds (LOOM_PARALLEL_TIMEOUT, default 60 s) prints "loom.parallel: rank R:
 /// all-reduce #k not complete after T s; a peer rank has exited, crashed or hung" and calls
 /// MPI_Abort, so a stuck peer (alive, on any host) never makes the job hang silently.
 ///
@@ -79,7 +79,7 @@ bool built_with_mpi();
 /// The options of init().
 struct InitOptions {
   /// The watchdog's bound on one reduction (seconds); LOOM_PARALLEL_TIMEOUT overrides it.
-  double timeout_seconds = 120;
+  double timeout_seconds = 60;
   /// Install the signal handlers that name the rank on a crash.
   bool signal_handlers = true;
 };
