@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <deque>
 #include <iostream>
 #include <map>
@@ -238,6 +239,31 @@ void comm_thread_main(Communicator* c, Communicator::Impl* im) {
   }
 }
 
+// The scheduler state of process `pid` on this host (/proc/PID/stat's third field: R running,
+// S sleeping, T stopped, t traced, Z zombie, ...), or '?' when it cannot be read.
+char process_state(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return '?';
+  const std::size_t close = line.rfind(')');  // the command name may hold spaces and parentheses
+  return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : '?';
+}
+
+// What the watchdog knows of the peers on this host when a collective times out: the ones that
+// are stopped (SIGSTOP, a debugger) or zombies, named with their pids; "" when none is.
+std::string local_peer_states(const Communicator::Impl& im) {
+  std::string out;
+  for (auto [r, pid] : im.local_peers) {
+    const char state = process_state(pid);
+    const char* what = state == 'T' ? "stopped" : state == 't' ? "stopped by a debugger"
+                       : state == 'Z' ? "a zombie (exited)" : nullptr;
+    if (what == nullptr) continue;
+    out += std::string(out.empty() ? "" : "; ") + "rank " + std::to_string(r) + " (pid " +
+           std::to_string(pid) + ") is " + what;
+  }
+  return out;
+}
+
 void watchdog_main(Communicator* c, Communicator::Impl* im) {
   while (!im->watchdog_stop) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -259,8 +285,10 @@ void watchdog_main(Communicator* c, Communicator::Impl* im) {
     if (since != 0 && (now_ns() - since) * 1e-9 > im->timeout) {
       const std::int64_t id = im->busy_id;
       std::string what = id >= 0 ? "all-reduce #" + std::to_string(id) : "a collective";
-      std::cerr << prefix(c->rank()) << what << " not complete after " << im->timeout
-                << " s; a peer rank has exited, crashed or hung. Aborting the job." << std::endl;
+      const std::string peers = local_peer_states(*im);
+      std::cerr << prefix(c->rank()) << what << " not complete after " << im->timeout << " s; "
+                << (peers.empty() ? "a peer rank has exited, crashed or hung" : peers)
+                << ". Aborting the job." << std::endl;
 #ifdef LOOM_HAVE_MPI
       MPI_Abort(MPI_COMM_WORLD, 3);
 #endif

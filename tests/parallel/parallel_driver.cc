@@ -460,6 +460,7 @@ int main(int argc, char** argv) {
   else if (mode == "ops") rc = mode_ops();
   else if (mode == "kill") rc = mode_failure("kill", argc > 2 ? std::atoi(argv[2]) : SIGKILL);
   else if (mode == "hang") rc = mode_failure("hang", 0);
+  else if (mode == "stop") rc = mode_failure("stop", SIGSTOP);  // stopped as by kill -STOP
   else fail("unknown mode " + mode);
   if (rc == 0 && parallel::rank() == 0) std::printf("PASS %s (%d ranks)\n", mode.c_str(), parallel::size());
   parallel::finalize();
