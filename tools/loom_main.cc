@@ -49,7 +49,10 @@ constexpr char kUsage[] =
     "  ckpt show FILE  list a checkpoint's entries (dtype, shape, CRC-32) and training state\n"
     "  compare A B  compare two dumps tensor by tensor; name the first failing node\n"
     "  debug DIR --watch SPEC  check MindInsight's watch conditions on a dump (loom debug -h)\n"
-    "  profile show DIR  a --profile folder's step breakdown, op types, top nodes, slowest rank\n";
+    "  profile show DIR  a --profile folder's step breakdown, op types, top nodes, slowest rank\n"
+    "exit status: 0 done; 2 a usage error (an unknown command or option, a bad value); 1 a\n"
+    "run-time error (a missing or malformed file, a failed run). loom compare and loom profile\n"
+    "show: 2 also for bad input, and compare 1 when a tensor fails (as diff does).\n";
 
 int info() {
   std::cout << "loom " << LOOM_VERSION << "\n";
@@ -104,13 +107,21 @@ int list_ops() {
 }
 
 int run(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+  if (args.empty()) {  // a usage error: the usage on stderr
+    std::cerr << kUsage;
+    return 2;
+  }
+  if (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     std::cout << kUsage;
-    return args.empty() ? 2 : 0;
+    return 0;
+  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if ((args[0] == "info" || args[0] == "ops") && !rest.empty()) {
+    std::cerr << "loom " << args[0] << ": expected no arguments, got '" << rest[0] << "'\n";
+    return 2;
   }
   if (args[0] == "info") return info();
   if (args[0] == "ops") return list_ops();
-  const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "train") return loom::tools::train_command(rest);
   if (args[0] == "eval") return loom::tools::eval_command(rest);
   if (args[0] == "summary") return loom::tools::summary_command(rest);
@@ -121,9 +132,10 @@ int run(const std::vector<std::string>& args) {
   if (args[0] == "compare") return loom::tools::compare_command(rest);
   if (args[0] == "debug") return loom::tools::debug_command(rest);
   if (args[0] == "profile") return loom::tools::profile_command(rest);
-  throw loom::ValueError(
-      "loom: expected a command (info, ops, train, eval, summary, export, run, mindir, ckpt, "
-      "compare, debug, profile), got '" + args[0] + "'");
+  // A usage error, as an unknown option of a command is.
+  std::cerr << "loom: expected a command (info, ops, train, eval, summary, export, run, mindir, "
+               "ckpt, compare, debug, profile), got '" << args[0] << "'\n(see `loom --help`)\n";
+  return 2;
 }
 
 }  // namespace
