@@ -36,7 +36,7 @@ set(LOOM_PUBLIC_HEADERS
     checkpoint/checkpoint.h checkpoint/train_state.h
     summary/summary_record.h summary/collector.h summary/reader.h summary/png.h
     summary/idle_worker.h summary/distributions.h
-    mindir/mindir.h mindir/graph_net.h
+    mindir/mindir.h mindir/graph_net.h mindir/export_graph.h onnx/onnx.h
     debug/dump.h debug/dump_reader.h debug/compare.h debug/numerics.h debug/profiler.h
     debug/profile_reader.h debug/tensor_stats.h debug/watch.h)
 foreach(header ${LOOM_PUBLIC_HEADERS})

@@ -15,18 +15,18 @@
 #include "core/passes/infer.h"
 #include "core/passes/pass.h"
 #include "core/passes/pipeline.h"
+#include "mindir/export_graph.h"
 #include "mindir/mindir.h"
 #include "nn/cell.h"
 
 namespace loom::mindir {
 
-namespace {
-
 using ir::Abstract;
 using ir::AbstractPtr;
 using ir::Value;
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
+void write_file_atomically(const std::string& path, const std::string& bytes,
+                           const std::string& who) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -35,7 +35,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   buf.push_back('\0');
   const int fd = ::mkstemp(buf.data());
   if (fd < 0) {
-    throw FormatError("MindIR export: expected a writable directory for '" + path + "', got " +
+    throw FormatError(who + ": expected a writable directory for '" + path + "', got " +
                       std::strerror(errno));
   }
   ::fchmod(fd, 0644);  // mkstemp makes 0600; a model file is meant to be shared
@@ -46,7 +46,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
       const std::string err = std::strerror(errno);
       ::close(fd);
       ::unlink(buf.data());
-      throw FormatError("MindIR export: cannot write '" + path + "': " + err);
+      throw FormatError(who + ": cannot write '" + path + "': " + err);
     }
     done += static_cast<std::size_t>(w);
   }
@@ -55,14 +55,13 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   if (::rename(buf.data(), path.c_str()) != 0) {
     const std::string err = std::strerror(errno);
     ::unlink(buf.data());
-    throw FormatError("MindIR export: cannot write '" + path + "': " + err);
+    throw FormatError(who + ": cannot write '" + path + "': " + err);
   }
 }
 
-}  // namespace
 
-void export_mindir(nn::Cell& net, const std::vector<ir::AbstractPtr>& example_inputs,
-                   const std::string& path, const ExportOptions& options) {
+nn::Traced inference_graph(nn::Cell& net, const std::vector<ir::AbstractPtr>& example_inputs,
+                           const std::string& who, const std::string& save_graphs_dir) {
   const bool was_training = net.training();
   net.set_train(false);
   nn::Traced traced;
@@ -74,10 +73,8 @@ void export_mindir(nn::Cell& net, const std::vector<ir::AbstractPtr>& example_in
   }
   net.set_train(was_training);
   if (!traced.updates.empty()) {
-    throw ValueError(
-        "MindIR export: expected no state updates in inference mode, got an "
-        "assignment of '" +
-        traced.updates[0]->name + "'");
+    throw ValueError(who + ": expected no state updates in inference mode, got an "
+                     "assignment of '" + traced.updates[0]->name + "'");
   }
   // The inference pipeline; fold_constants evaluates with the CPU kernels (installed for this
   // run only, the previous evaluator is put back).
@@ -90,8 +87,8 @@ void export_mindir(nn::Cell& net, const std::vector<ir::AbstractPtr>& example_in
     pm_options.dump_input = false;  // "traced" below is the pipeline's input
     passes::PassManager pm =
         passes::PassManager::parse(passes::pipeline(passes::Purpose::kExport), pm_options);
-    if (!options.save_graphs_dir.empty()) {
-      pm.set_save_graphs_dir(options.save_graphs_dir + "/export");
+    if (!save_graphs_dir.empty()) {
+      pm.set_save_graphs_dir(save_graphs_dir + "/export");
       pm.dump(*traced.module, "traced");
     }
     pm.run(*traced.module);
@@ -101,9 +98,17 @@ void export_mindir(nn::Cell& net, const std::vector<ir::AbstractPtr>& example_in
   }
   passes::set_constant_evaluator(previous);
   passes::infer_graph(traced.graph, {});
+  return traced;
+}
+
+void export_mindir(nn::Cell& net, const std::vector<ir::AbstractPtr>& example_inputs,
+                   const std::string& path, const ExportOptions& options) {
+  nn::Traced traced =
+      inference_graph(net, example_inputs, "MindIR export", options.save_graphs_dir);
   ExportOptions o = options;
   if (o.graph_name.empty()) o.graph_name = net.cls_name() + "_construct";
-  write_file_atomically(path, serialize_graph(*traced.graph, example_inputs.size(), o));
+  write_file_atomically(path, serialize_graph(*traced.graph, example_inputs.size(), o),
+                        "MindIR export");
 }
 
 void export_mindir(nn::Cell& net, const std::vector<Tensor>& example_inputs,

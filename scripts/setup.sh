@@ -15,6 +15,8 @@ packages=(
   libdlpack-dev python3-pytest
   # oneDNN: the Float32 convolutions' fastest path (backends/cpu/conv_dnnl.h)
   libdnnl-dev
+  # ONNX's schema (onnx.proto of ONNX 1.12.0, compiled by protoc for ONNX export: onnx/)
+  libonnx-dev
   # OpenSSL's libcrypto: SHA-256 of the trained weights (loom train --json); nlohmann-json: the
   # run's result record (train/run.h)
   libssl-dev nlohmann-json3-dev

@@ -17,6 +17,7 @@
 #include "debug/numerics.h"
 #include "debug/profiler.h"
 #include "mindir/mindir.h"
+#include "onnx/onnx.h"
 #include "models/zoo.h"
 #include "nn/context.h"
 #include "runtime/compiled_function.h"
@@ -27,9 +28,10 @@ namespace loom::tools {
 namespace {
 
 constexpr char kExportHelp[] =
-    "usage: loom export <model> --output FILE.mindir [--ckpt PATH] [--dataset NAME] [--batch N]\n"
-    "                   [--save-graphs DIR]\n"
-    "  exports the model zoo's network (weights from --ckpt, else its initial values) as MindIR;\n"
+    "usage: loom export <model> --output FILE.mindir|FILE.onnx [--format mindir|onnx]\n"
+    "                   [--ckpt PATH] [--dataset NAME] [--batch N] [--save-graphs DIR]\n"
+    "  exports the model zoo's network (weights from --ckpt, else its initial values) as MindIR,\n"
+    "  or as ONNX (opset 17, any batch size; --format onnx, or an --output ending in .onnx);\n"
     "  --save-graphs DIR dumps the traced graph and every pass of the export pipeline into\n"
     "  DIR/export/ (NN_<stage>.ir and .dot)\n";
 constexpr char kRunHelp[] =
@@ -150,13 +152,20 @@ int export_command(const std::vector<std::string>& args) {
   }
   std::map<std::string, std::string> f;
   std::vector<std::string> pos;
-  if (!parse(args, {"--ckpt", "--output", "--dataset", "--batch", "--save-graphs"}, f, pos,
-             "export")) {
+  if (!parse(args, {"--ckpt", "--output", "--dataset", "--batch", "--save-graphs", "--format"}, f,
+             pos, "export")) {
     std::cerr << kExportHelp;
     return 2;
   }
   if (pos.size() != 1) return usage("loom export: expected one model name", kExportHelp);
   if (!f.count("--output")) return usage("loom export: expected --output FILE.mindir", kExportHelp);
+  const std::string& output = f["--output"];
+  const bool onnx_suffix = output.size() >= 5 && output.compare(output.size() - 5, 5, ".onnx") == 0;
+  const std::string format = f.count("--format") ? f["--format"] : onnx_suffix ? "onnx" : "mindir";
+  if (format != "mindir" && format != "onnx") {
+    return usage("loom export: expected --format mindir or onnx, got '" + format + "'",
+                 kExportHelp);
+  }
   std::int64_t batch = 1;
   if (f.count("--batch")) {
     try {
@@ -184,12 +193,20 @@ int export_command(const std::vector<std::string>& args) {
     }
     Shape shape = r.input_shape(dataset);
     shape.insert(shape.begin(), batch);
-    mindir::ExportOptions options;
-    if (f.count("--save-graphs")) options.save_graphs_dir = f["--save-graphs"];
-    mindir::export_mindir(*net, {ir::Abstract::tensor(DType::kFloat32, shape)}, f["--output"],
-                          options);
+    if (format == "onnx") {
+      if (f.count("--save-graphs")) {
+        return usage("loom export: --save-graphs is for MindIR export", kExportHelp);
+      }
+      onnx::export_onnx(*net, {ir::Abstract::tensor(DType::kFloat32, shape)}, output);
+      shape[0] = -1;  // any batch size
+    } else {
+      mindir::ExportOptions options;
+      if (f.count("--save-graphs")) options.save_graphs_dir = f["--save-graphs"];
+      mindir::export_mindir(*net, {ir::Abstract::tensor(DType::kFloat32, shape)}, output,
+                            options);
+    }
     std::cout << "exported " << pos[0] << " (input Float32 " << shape_text(shape) << ") to "
-              << f["--output"] << "\n";
+              << output << "\n";
     return 0;
   } catch (const Error& e) {
     std::cerr << "loom export: " << e.what() << "\n";
