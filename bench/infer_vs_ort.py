@@ -5,6 +5,7 @@
     /usr/bin/python3 bench/infer_vs_ort.py --model lenet --batch 1 32 --runs 2000 --repeats 5
     /usr/bin/python3 bench/infer_vs_ort.py --model resnet50 --batch 1 --threads 2 \
         --workdir /tmp/infer       # keeps the exported .mindir, .onnx and .npy files there
+    /usr/bin/python3 bench/infer_vs_ort.py --onnx-from loom   # ONNX Runtime on loom's own .onnx
 
 For each model and batch size the network is exported twice: by loom (`loom export MODEL --batch
 B`, the model zoo's network as MindIR; resnet50 with `--dataset fake-imagenet`, the ImageNet
@@ -229,6 +230,10 @@ def main():
     ap.add_argument("--workdir", default=None,
                     help="where the exported models and inputs go (kept; default: a temporary "
                          "directory, removed at the end)")
+    ap.add_argument("--onnx-from", choices=["torch", "loom"], default="torch",
+                    help="who writes the .onnx ONNX Runtime runs: PyTorch (torch.onnx.export of "
+                         "the same architecture, its own weights) or loom (`loom export --output "
+                         "M.onnx`: the very graph and weights loom runs from its .mindir)")
     a = ap.parse_args()
     if not os.access(a.loom, os.X_OK):
         print(f"FAILED: no loom at {a.loom} (build it: cmake --build build --target loom_cli)")
@@ -249,11 +254,16 @@ def main():
           f"{versions['onnx']}; venv {os.path.dirname(os.path.dirname(python))}): "
           f"CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads={a.threads}, "
           f"inter_op_num_threads=1")
-    print(f"ONNX models: torch {torch.__version__} torch.onnx.export, opset {opset}"
-          f"{'' if opset == OPSET else f' (the highest it writes; {OPSET} asked)'}, fixed batch, "
-          f"eval mode, bench/train_vs_torch.py's networks")
-    print("weights: each side its own initial values (latency does not depend on them); the same "
-          "architecture and the same input array on both sides")
+    if a.onnx_from == "loom":
+        opset = OPSET
+        print(f"ONNX models: loom export --output M.onnx (opset {OPSET}): the graph and weights "
+              f"of the .mindir loom runs")
+    else:
+        print(f"ONNX models: torch {torch.__version__} torch.onnx.export, opset {opset}"
+              f"{'' if opset == OPSET else f' (the highest it writes; {OPSET} asked)'}, fixed "
+              f"batch, eval mode, bench/train_vs_torch.py's networks")
+        print("weights: each side its own initial values (latency does not depend on them); the "
+              "same architecture and the same input array on both sides")
     print(f"each figure: {a.repeats} run{'s' if a.repeats != 1 else ''} per side, interleaved, "
           f"each in a fresh process; a run: "
           f"warm-up calls untimed, then each call timed on its own", flush=True)
@@ -266,7 +276,10 @@ def main():
             for batch in a.batch or MODELS[model][3]:
                 stem = os.path.join(workdir, f"{model}_b{batch}")
                 export_loom(a.loom, model, batch, stem + ".mindir")
-                export_onnx(model, batch, stem + ".onnx", opset)
+                if a.onnx_from == "loom":
+                    export_loom(a.loom, model, batch, stem + ".onnx")
+                else:
+                    export_onnx(model, batch, stem + ".onnx", opset)
                 rng = np.random.default_rng(1)
                 np.save(stem + ".npy", rng.standard_normal((batch,) + sample, dtype=np.float32))
                 lo, ox = [], []
