@@ -1,7 +1,6 @@
 // ONNX export (onnx/onnx.h): the inference graph, op by op, into onnx.proto's messages.
 #include "onnx/onnx.h"
 
-#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -108,11 +107,15 @@ class Writer {
         set_tensor(out_->add_initializer(), p->name(), *p->default_value());
       }
     }
-    for (const CNode* c : g_.topo_order()) {
-      for (std::size_t i = 0; i < c->num_args(); ++i) ++users_[c->arg(i)];
+    const std::vector<CNode*> order = g_.topo_order();
+    for (const CNode* c : order) {
+      for (std::size_t i = 0; i < c->num_args(); ++i) {
+        ++users_[c->arg(i)];
+        last_use_[c->arg(i)] = {c, i};
+      }
     }
     ++users_[g_.output()];
-    for (const CNode* c : g_.topo_order()) node(*c);
+    for (const CNode* c : order) node(*c);
     std::vector<const Node*> outs;
     const Node* o = g_.output();
     if (o->is_cnode() && static_cast<const CNode*>(o)->is_call_to("MakeTuple")) {
@@ -176,17 +179,15 @@ class Writer {
 
   // The single user of `n`, when it is a call of `op` taking n as input 0; else null.
   const CNode* only_user_call(const Node* n, const char* op) const {
-    auto it = users_.find(n);
-    if (it == users_.end() || it->second != 1) return nullptr;
-    for (const CNode* c : g_.topo_order()) {
-      for (std::size_t i = 0; i < c->num_args(); ++i) {
-        if (c->arg(i) == n) return c->is_call_to(op) && i == 0 ? c : nullptr;
-      }
-    }
-    return nullptr;
+    auto count = users_.find(n);
+    if (count == users_.end() || count->second != 1) return nullptr;
+    auto use = last_use_.find(n);  // none when the only use is the graph's output
+    if (use == last_use_.end()) return nullptr;
+    const auto [user, index] = use->second;
+    return user->is_call_to(op) && index == 0 ? user : nullptr;
   }
 
-  // Spatial pads (ONNX order: top, left, bottom, right), strides, dilations of a window op.
+  // A window op's kernel_shape, strides and pads (ONNX order: top, left, bottom, right).
   void window(const CNode& c, const Shape& x, const std::vector<std::int64_t>& kernel,
               const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& dilation,
               ::onnx::NodeProto* n) {
@@ -359,7 +360,8 @@ class Writer {
   std::size_t num_inputs_;
   ::onnx::GraphProto* out_;
   std::map<const Node*, std::string> names_;
-  std::map<const Node*, int> users_;
+  std::map<const Node*, int> users_;  // uses by cnodes (and the graph's output)
+  std::map<const Node*, std::pair<const CNode*, std::size_t>> last_use_;  // (user, input index)
   std::map<const Node*, std::vector<std::string>> tuple_parts_;
   std::set<const CNode*> skip_;
   std::set<std::string> used_;
