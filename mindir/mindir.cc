@@ -19,6 +19,7 @@
 #include "core/passes/infer.h"
 #include "runtime/compiled_function.h"
 #include "mindir/proto/mind_ir.pb.h"
+#include "ops/conv_geometry.h"
 #include "ops/op.h"
 
 #ifndef LOOM_MINDIR_VERSION
@@ -292,6 +293,12 @@ void encode_primitive(const ops::OpDef& def, const ir::Primitive& p,
         form.const_inputs.end()) {
       continue;
     }
+    // Pooling's explicit pad (PAD mode, refused by emit_cnode) is loom's; MindSpore's MaxPool and
+    // AvgPool have no such attribute.
+    if (name == "pad" && std::none_of(form.attrs.begin(), form.attrs.end(),
+                                      [](const ops::MindIRAttr& a) { return a.name == "pad"; })) {
+      continue;
+    }
     const Value v = encode_attr(form.encoding(name), value);
     for (const ops::MindIRAttr& a : form.attrs) {
       if (a.name == name && !a.also_written_as.empty()) written[a.also_written_as] = v;
@@ -504,6 +511,12 @@ class Writer {
     if (!def) {
       throw ValueError("MindIR export: no MindIR encoding for op '" + op + "' (node " +
                        (c.name().empty() ? std::to_string(c.id()) : c.name()) + ")");
+    }
+    if (op.find("Pool") != std::string::npos && p->has_attr("pad_mode") &&
+        ops::pad_mode_of(*p) == ops::PadMode::kPad) {
+      throw ValueError("MindIR export: " + op + " with pad_mode PAD (explicit padding, node " +
+                       (c.name().empty() ? std::to_string(c.id()) : c.name()) +
+                       ") has no MindIR form: MindSpore's pooling takes VALID or SAME");
     }
     std::vector<std::string> inputs;
     for (std::size_t i = 0; i < c.num_args(); ++i) inputs.push_back(ref(c.arg(i)));

@@ -318,12 +318,15 @@ std::vector<AttrSpec> pool_attr_specs() {
           .default_value = Value::string("VALID"),
           .check = [](const Value& v) -> std::string {
             const std::string m = to_lower(v.as_string());
-            return m == "valid" || m == "same"
+            return m == "valid" || m == "same" || m == "pad"
                        ? ""
-                       : "expected one of VALID, SAME, got '" + v.as_string() + "'";
+                       : "expected one of VALID, SAME, PAD, got '" + v.as_string() + "'";
           },
       },
       format_attr(),
+      // PAD mode's explicit padding (top, bottom, left, right), each below the kernel's extent
+      // on its axis so that every window holds an element of x (ONNX's and PyTorch's padding).
+      ints_attr("pad", 4, 0, Ints{0, 0, 0, 0}),
   };
 }
 
@@ -331,14 +334,27 @@ std::vector<AttrSpec> pool_attr_specs() {
 Shape pool_output_shape(const InferContext& c, const Shape& x) {
   const Ints k = c.attr("kernel_size").as_ints();
   const Ints s = c.attr("strides").as_ints();
-  const PadMode mode = pad_mode_of(c.prim) == PadMode::kSame ? PadMode::kSame : PadMode::kValid;
+  const PadMode mode = pad_mode_of(c.prim);
+  const Ints pad = c.attr("pad").as_ints();
   Shape out{x[0], x[1], 0, 0};
   for (int axis = 0; axis < 2; ++axis) {
     const std::int64_t in = x[2 + axis];
-    out[2 + axis] = window_axis(in, k[axis], s[axis], 1, mode).out;
-    if (mode == PadMode::kValid && known(in) && out[2 + axis] == 0) {
-      throw ShapeError(c.error("expected the input to be at least kernel_size " + ints_text(k) +
-                               " in H and W with pad_mode VALID, got x " + shape_to_string(x)));
+    if (mode != PadMode::kPad && (pad[2 * axis] != 0 || pad[2 * axis + 1] != 0)) {
+      throw ValueError(c.error("expected pad (0, 0, 0, 0) unless pad_mode is PAD, got pad " +
+                               ints_text(pad)));
+    }
+    if (pad[2 * axis] >= k[axis] || pad[2 * axis + 1] >= k[axis]) {
+      throw ValueError(c.error("expected every pad below the kernel's extent on its axis "
+                               "(kernel_size " + ints_text(k) + "), got pad " + ints_text(pad) +
+                               ": a window would hold padding only"));
+    }
+    out[2 + axis] =
+        window_axis(in, k[axis], s[axis], 1, mode, pad[2 * axis], pad[2 * axis + 1]).out;
+    if (mode != PadMode::kSame && known(in) && out[2 + axis] == 0) {
+      throw ShapeError(c.error(
+          "expected the input to be at least kernel_size " + ints_text(k) + " in H and W" +
+          (mode == PadMode::kPad ? " with its pad " + ints_text(pad) : " with pad_mode VALID") +
+          ", got x " + shape_to_string(x)));
     }
   }
   return out;
@@ -501,7 +517,8 @@ void register_conv_pool_ops(Registry& r) {
       .bprop = [](Emitter& e, const BpropArgs& a) -> Grads {
         return {e.emit("MaxPoolGrad", {a.inputs[0], a.out, a.dout}, a.prim.attrs())};
       },
-      .summary = "maximum over kernel_size windows of x (N, C, H, W), VALID or SAME padding",
+      .summary = "maximum over kernel_size windows of x (N, C, H, W), VALID, SAME or PAD (explicit "
+                 "pad) padding",
       // MaxPool is not a primitive function in MindSpore 2.10: MindSpore's (1, 1, h, w).
       .mindir = pool_mindir(MindIRAttrEncoding::kSpatialQuad),
   });
@@ -514,7 +531,7 @@ void register_conv_pool_ops(Registry& r) {
       .bprop = [](Emitter& e, const BpropArgs& a) -> Grads {
         return {e.emit("AvgPoolGrad", {a.inputs[0], a.out, a.dout}, a.prim.attrs())};
       },
-      .summary = "mean over kernel_size windows of x (N, C, H, W); SAME averages only the "
+      .summary = "mean over kernel_size windows of x (N, C, H, W); SAME and PAD average only the "
                  "elements inside x",
       // Written as (h, w): AvgPool is a primitive function from MindSpore 2.3 on, and 2.10
       // converts the attribute straight into its (h, w) kernel_size input (docs/formats.md).

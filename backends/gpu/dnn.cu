@@ -814,8 +814,9 @@ PoolGeometry pool_geometry(const ir::Primitive& prim, const Shape& x, const Shap
   PoolGeometry g{.planes = x[0] * x[1], .h = x[2], .w = x[3], .oh = pooled[2], .ow = pooled[3],
                  .kh = k[0], .kw = k[1], .sh = s[0], .sw = s[1], .pad_top = 0, .pad_left = 0};
   const ops::PadMode mode = ops::pad_mode_of(prim);
-  g.pad_top = ops::window_axis(g.h, g.kh, g.sh, 1, mode).pad_before;
-  g.pad_left = ops::window_axis(g.w, g.kw, g.sw, 1, mode).pad_before;
+  const auto pad = prim.attr("pad").as_ints();  // PAD mode's (top, bottom, left, right)
+  g.pad_top = ops::window_axis(g.h, g.kh, g.sh, 1, mode, pad[0], pad[1]).pad_before;
+  g.pad_left = ops::window_axis(g.w, g.kw, g.sw, 1, mode, pad[2], pad[3]).pad_before;
   return g;
 }
 

@@ -121,6 +121,12 @@ static const CaseRegistrar kRows({
      .inputs = {distinct({1, 2, 5, 5})}},
     {.name = "avgpool_valid_k3_s2", .op = "AvgPool", .attrs = pool_attrs({3, 3}, {2, 2}, "VALID"),
      .inputs = {normal({2, 2, 7, 7})}},
+    {.name = "maxpool_pad_k3_s2", .op = "MaxPool",
+     .attrs = with(pool_attrs({3, 3}, {2, 2}, "PAD"), "pad", {1, 1, 1, 1}),
+     .inputs = {distinct({2, 2, 6, 6})}},
+    {.name = "avgpool_pad_asymmetric", .op = "AvgPool",
+     .attrs = with(pool_attrs({3, 2}, {2, 1}, "PAD"), "pad", {2, 0, 0, 1}),
+     .inputs = {normal({1, 2, 5, 4})}},
     {.name = "avgpool_same_k3_s2", .op = "AvgPool", .attrs = pool_attrs({3, 3}, {2, 2}, "SAME"),
      .inputs = {normal({2, 2, 6, 6})}},
     {.name = "avgpool_same_k2_s1", .op = "AvgPool", .attrs = pool_attrs({2, 2}, {1, 1}, "SAME"),
@@ -463,6 +469,21 @@ TEST(ConvPool, AvgPoolSameAveragesOnlyTheInside) {
                 {3, 3.5, 4, 4.5, 5, 5.5, 6, 6.5, 7}, 1e-6);
 }
 
+// PAD mode: ONNX's and PyTorch's explicit padding (MaxPool2d(3, 2, padding=1)); windows start
+// at -1 and are clipped to x; AvgPool averages the elements inside x.
+TEST(ConvPool, PoolingWithExplicitPads) {
+  const Attrs attrs = with(pool_attrs({3, 3}, {2, 2}, "PAD"), "pad", {1, 1, 1, 1});
+  expect_tensor(run("MaxPool", {pool_x()}, attrs), {1, 1, 2, 2}, {6, 8, 14, 16}, 1e-6);
+  expect_tensor(run("AvgPool", {pool_x()}, attrs), {1, 1, 2, 2}, {3.5, 5, 9.5, 11}, 1e-6);
+  expect_error<ValueError>(
+      [] { run("MaxPool", {pool_x()}, with(pool_attrs({3, 3}, {2, 2}, "PAD"), "pad", {3, 0, 0, 0})); },
+      "MaxPool: expected every pad below the kernel's extent on its axis (kernel_size (3, 3)), "
+      "got pad (3, 0, 0, 0): a window would hold padding only");
+  expect_error<ValueError>(
+      [] { run("MaxPool", {pool_x()}, with(pool_attrs({3, 3}, {2, 2}, "SAME"), "pad", {1, 1, 1, 1})); },
+      "MaxPool: expected pad (0, 0, 0, 0) unless pad_mode is PAD, got pad (1, 1, 1, 1)");
+}
+
 TEST(ConvPool, AvgPoolValid) {
   expect_tensor(run("AvgPool", {pool_x()}, pool_attrs({2, 2}, {2, 2}, "VALID")), {1, 1, 2, 2},
                 {3.5, 5.5, 11.5, 13.5}, 1e-6);
@@ -659,8 +680,8 @@ TEST(ConvPool, GradientOpsCheckDoutAgainstTheForwardShape) {
 
 TEST(ConvPool, PoolingErrors) {
   expect_error<ValueError>(
-      [] { run("MaxPool", {zeros({1, 1, 4, 4})}, pool_attrs({2, 2}, {2, 2}, "pad")); },
-      "MaxPool: attribute 'pad_mode' expected one of VALID, SAME, got 'pad'");
+      [] { run("MaxPool", {zeros({1, 1, 4, 4})}, pool_attrs({2, 2}, {2, 2}, "full")); },
+      "MaxPool: attribute 'pad_mode' expected one of VALID, SAME, PAD, got 'full'");
   expect_error<ShapeError>(
       [] { run("MaxPool", {zeros({2, 5, 5})}, pool_attrs({2, 2}, {2, 2}, "VALID")); },
       "MaxPool: expected x of rank 4 (N, C, H, W), got (2, 5, 5)");
