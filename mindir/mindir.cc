@@ -971,30 +971,9 @@ class Reader {
 
   // ---- MindSpore 2.x ops that loom reads as a composition of its own ops ----------------------
 
-  // The node's abstract, inferred on the spot from its inputs' (null when one is unknown or the
-  // inference fails: the graph's inference will report it).
-  ir::AbstractPtr abstract_of(ir::Node* n) {
-    if (n->abstract()) return n->abstract();
-    if (n->is_value()) {
-      n->set_abstract(Abstract::of_value(static_cast<ir::ValueNode*>(n)->value()));
-      return n->abstract();
-    }
-    if (!n->is_cnode()) return nullptr;
-    auto* c = static_cast<ir::CNode*>(n);
-    if (!c->primitive()) return nullptr;
-    std::vector<ir::AbstractPtr> in;
-    for (std::size_t i = 0; i < c->num_args(); ++i) {
-      ir::AbstractPtr a = abstract_of(c->arg(i));
-      if (!a) return nullptr;
-      in.push_back(std::move(a));
-    }
-    try {
-      c->set_abstract(ops::infer(*c->primitive(), in, c->name()));
-    } catch (const Error&) {
-      return nullptr;
-    }
-    return c->abstract();
-  }
+  // The node's abstract, inferred on the spot (null when unknown: the graph's inference reports
+  // it).
+  static ir::AbstractPtr abstract_of(ir::Node* n) { return passes::infer_node(n); }
 
   // "(Float32 (2, 8), Float32 (8, 4))": the inputs' types where known, for messages.
   std::string input_types(const std::vector<ir::Node*>& args) {
@@ -1258,6 +1237,22 @@ GraphCell::GraphCell() = default;
 GraphCell::GraphCell(GraphCell&&) noexcept = default;
 GraphCell& GraphCell::operator=(GraphCell&&) noexcept = default;
 GraphCell::~GraphCell() = default;
+
+GraphCell GraphCell::from_parts(Parts parts) {
+  if (!parts.module || !parts.graph) {
+    throw InternalError("GraphCell::from_parts: expected a module and its graph");
+  }
+  GraphCell cell;
+  cell.module_ = std::move(parts.module);
+  cell.graph_ = parts.graph;
+  cell.inputs_ = std::move(parts.inputs);
+  cell.outputs_ = std::move(parts.outputs);
+  cell.params_ = std::move(parts.params);
+  cell.op_counts_ = std::move(parts.op_counts);
+  cell.producer_ = std::move(parts.producer);
+  cell.model_version_ = std::move(parts.model_version);
+  return cell;
+}
 
 ir::Value GraphCell::run_value(const std::vector<Tensor>& inputs) {
   if (inputs.size() != inputs_.size()) {

@@ -105,6 +105,20 @@ struct TensorInfo {
 /// model exported at batch 1 runs at any batch size where its ops allow.
 class GraphCell {
  public:
+  /// What a reader builds: the module holding `graph` (inferred; its first inputs.size()
+  /// parameters are the inputs, the rest weights with their values as defaults, named as in
+  /// `params`), the file's description of its inputs and outputs, its op counts and producer.
+  struct Parts {
+    std::unique_ptr<ir::Module> module;
+    ir::FuncGraph* graph = nullptr;
+    std::vector<TensorInfo> inputs, outputs;
+    std::vector<std::pair<std::string, Tensor>> params;
+    std::map<std::string, std::size_t> op_counts;
+    std::string producer, model_version;
+  };
+  /// A GraphCell over a graph another reader built (onnx::load_onnx).
+  static GraphCell from_parts(Parts parts);
+
   /// A GraphCell moves; it is not copyable.
   ///@{
   GraphCell(GraphCell&&) noexcept;

@@ -1,6 +1,7 @@
 /// \file
-/// ONNX (.onnx) export: a Cell's inference graph as an ONNX model that onnx.checker accepts and
-/// ONNX Runtime runs.
+/// ONNX (.onnx) export and import. Export: a Cell's inference graph as an ONNX model that
+/// onnx.checker accepts and ONNX Runtime runs. Import (load_onnx, at the end): an ONNX model as
+/// a runnable mindir::GraphCell, and (onnx/graph_net.h) as a trainable Cell.
 ///
 ///     models::LeNet5 net;
 ///     onnx::export_onnx(net, {Tensor(DType::kFloat32, {1, 1, 32, 32})}, "lenet.onnx");
@@ -30,11 +31,13 @@
 /// mode), is a ValueError naming the op and its node. The file is written atomically.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
 #include "core/ir/abstract.h"
 #include "core/ir/tensor.h"
+#include "mindir/mindir.h"
 
 namespace loom::nn {
 class Cell;
@@ -52,5 +55,20 @@ void export_onnx(nn::Cell& net, const std::vector<ir::AbstractPtr>& example_inpu
 void export_onnx(nn::Cell& net, const std::vector<Tensor>& example_inputs,
                  const std::string& path);
 ///@}
+
+/// Reads an .onnx file (PyTorch's torch.onnx.export, loom's export_onnx...) into a GraphCell,
+/// the model mindir::load_mindir gives for MindIR: it runs at any batch size the file's
+/// symbolic dimensions allow, on the CPU or (to_device) the GPU. The graph's inputs are the
+/// ONNX graph inputs that are not initializers; the floating initializers are the weights
+/// (GraphCell::parameters(), under their ONNX names); integer initializers are constants.
+/// Shapes computed from the input's shape (PyTorch's Shape → Gather → Concat → Reshape for
+/// `x.view(x.size(0), -1)`) are folded at import time. The ONNX ops read and the loom ops they
+/// become are listed in docs/formats.md ("ONNX import"). Every problem is a FormatError
+/// naming the file: a file protobuf cannot parse, an opset outside 7–22, an op of another
+/// domain, an unknown op or an unsupported form of one (the op, its node, its inputs' types and
+/// what loom reads), weights stored outside the file.
+mindir::GraphCell load_onnx(const std::string& path);
+/// The same from bytes in memory; `what` names them in messages.
+mindir::GraphCell parse_onnx(const void* data, std::size_t size, const std::string& what);
 
 }  // namespace loom::onnx

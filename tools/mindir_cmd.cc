@@ -35,10 +35,11 @@ constexpr char kExportHelp[] =
     "  --save-graphs DIR dumps the traced graph and every pass of the export pipeline into\n"
     "  DIR/export/ (NN_<stage>.ir and .dot)\n";
 constexpr char kRunHelp[] =
-    "usage: loom run MODEL.mindir --input X.npy [--output Y.npy] [--device CPU|GPU] [--dump D]\n"
-    "                [--dump-config F] [--dump-max-bytes N] [--check-numerics]\n"
+    "usage: loom run MODEL.mindir|MODEL.onnx --input X.npy [--output Y.npy] [--device CPU|GPU]\n"
+    "                [--dump D] [--dump-config F] [--dump-max-bytes N] [--check-numerics]\n"
     "                [--repeat N [--warmup W]] [--profile D]\n"
-    "  runs a MindIR model (loom's or MindSpore's) on a .npy array; --device runs it there\n"
+    "  runs a MindIR model (loom's or MindSpore's) or an ONNX model (a name ending in .onnx:\n"
+    "  PyTorch's torch.onnx.export, loom's export) on a .npy array; --device runs it there\n"
     "  (MindSpore's device_target, default CPU: the weights and the input are copied to the\n"
     "  device, the result back); --dump D writes every launch's tensors in MindSpore's dump\n"
     "  layout (net_name: the file's name), --dump-config F reads MindSpore's dump\n"
@@ -49,7 +50,7 @@ constexpr char kRunHelp[] =
     "  --profile D records the call (with --repeat: the timed calls, whose latency then\n"
     "  includes the profiler's) into D as `loom train --profile` does (`loom profile show D`)\n";
 constexpr char kMindirHelp[] =
-    "usage: loom mindir show FILE.mindir\n"
+    "usage: loom mindir show FILE.mindir|FILE.onnx\n"
     "  lists the inputs, outputs, ops with counts and parameters with shapes\n";
 
 int usage(const std::string& message, const char* help) {
@@ -214,6 +215,12 @@ int export_command(const std::vector<std::string>& args) {
   }
 }
 
+// A MindIR or (a name ending in .onnx) an ONNX model.
+mindir::GraphCell load_model(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  return ext == ".onnx" || ext == ".ONNX" ? onnx::load_onnx(path) : mindir::load_mindir(path);
+}
+
 int run_mindir_command(const std::vector<std::string>& args) {
   if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) {
     std::cout << kRunHelp;
@@ -227,7 +234,7 @@ int run_mindir_command(const std::vector<std::string>& args) {
     std::cerr << kRunHelp;
     return 2;
   }
-  if (pos.size() != 1) return usage("loom run: expected one MODEL.mindir", kRunHelp);
+  if (pos.size() != 1) return usage("loom run: expected one MODEL.mindir or MODEL.onnx", kRunHelp);
   if (!f.count("--input")) return usage("loom run: expected --input X.npy", kRunHelp);
   std::int64_t repeat = 0, warmup = 10;
   if (f.count("--repeat")) {
@@ -279,7 +286,7 @@ int run_mindir_command(const std::vector<std::string>& args) {
     if (dump && max_bytes > 0) dump->max_bytes = max_bytes;
     // The device first: a device this build or machine lacks is said before the model loads.
     backend::Backend& backend = backend::get_backend(device);
-    mindir::GraphCell cell = mindir::load_mindir(pos[0]);
+    mindir::GraphCell cell = load_model(pos[0]);
     cell.to_device(backend);
     if (dump) cell.compiled_function().add_observer(std::make_shared<debug::Dumper>(*dump));
     if (f.count("--check-numerics")) {
@@ -330,9 +337,10 @@ int mindir_command(const std::vector<std::string>& args) {
     return usage("loom mindir: expected `show FILE`", kMindirHelp);
   }
   try {
-    mindir::GraphCell cell = mindir::load_mindir(args[1]);
-    std::cout << args[1] << ": producer " << cell.producer() << " " << cell.model_version()
-              << ", mind_ir_version " << cell.mind_ir_version() << "\n";
+    mindir::GraphCell cell = load_model(args[1]);
+    std::cout << args[1] << ": producer " << cell.producer() << " " << cell.model_version();
+    if (cell.mind_ir_version() > 0) std::cout << ", mind_ir_version " << cell.mind_ir_version();
+    std::cout << "\n";
     std::cout << "inputs:\n";
     for (const auto& i : cell.inputs()) {
       std::cout << "  " << i.name << "  " << dtype_name(i.dtype) << " " << shape_text(i.shape)

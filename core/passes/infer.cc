@@ -616,6 +616,30 @@ ir::AbstractPtr infer_graph(ir::FuncGraph* graph, const std::vector<ir::Abstract
   return infer_root(graph, args, whole_module).output;
 }
 
+ir::AbstractPtr infer_node(ir::Node* n) {
+  if (n->abstract()) return n->abstract();
+  if (n->is_value()) {
+    n->set_abstract(ir::Abstract::of_value(static_cast<ir::ValueNode*>(n)->value()));
+    return n->abstract();
+  }
+  if (!n->is_cnode()) return nullptr;
+  auto* c = static_cast<CNode*>(n);
+  if (!c->primitive()) return nullptr;
+  std::vector<AbstractPtr> in;
+  for (std::size_t i = 0; i < c->num_args(); ++i) {
+    AbstractPtr a = infer_node(c->arg(i));
+    if (!a) return nullptr;
+    in.push_back(std::move(a));
+  }
+  try {
+    c->set_abstract(ops::infer(*ops::make_op(c->primitive()->name(), c->primitive()->attrs()),
+                               in, c->name()));
+  } catch (const Error&) {
+    return nullptr;
+  }
+  return c->abstract();
+}
+
 bool infer_module(ir::Module& module) {
   if (module.entry() == nullptr) return false;
   Result result = infer_root(module.entry(), {}, /*whole_module=*/true);

@@ -16,6 +16,7 @@
 namespace loom::ir {
 class Module;
 class FuncGraph;
+class Node;
 }  // namespace loom::ir
 
 namespace loom::passes {
@@ -23,6 +24,12 @@ namespace loom::passes {
 // Infers `graph` for the given parameter abstracts (missing ones: the parameters' current
 // abstracts), annotating nodes in place and specializing callees. Returns the output abstract.
 ir::AbstractPtr infer_graph(ir::FuncGraph* graph, const std::vector<ir::AbstractPtr>& args = {});
+
+// The abstract of `n` in a first-order graph being built (a model reader's), inferred on the
+// spot from its inputs' (recursively; parameters and values have theirs) and stored on the
+// nodes; null when an input's is unknown, a call is not of a primitive, or ops::infer fails
+// (the graph's later inference reports it).
+ir::AbstractPtr infer_node(ir::Node* n);
 
 // The `infer` pass: infer_graph(module.entry()). Returns true when any abstract changed.
 bool infer_module(ir::Module& module);

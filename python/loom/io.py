@@ -172,16 +172,21 @@ def export(net, *inputs, file_name, file_format="MINDIR", **kwargs):
 
 
 def load(file_name, **kwargs):
-    """MindSpore's load: reads a MindIR file (loom's or MindSpore's) into a graph that
-    loom.nn.GraphCell runs. A name not ending in ".mindir" or a missing file is a ValueError, a
-    file that is not MindIR a LoomFormatError (a ValueError) naming it."""
+    """MindSpore's load: reads a MindIR file (loom's or MindSpore's), or an ONNX file (a name
+    ending in ".onnx": PyTorch's torch.onnx.export, loom's export), into a graph that
+    loom.nn.GraphCell runs (loom.nn.GraphNet(file_name) is the trainable form). A name ending in
+    neither or a missing file is a ValueError, a file that is not MindIR or ONNX a
+    LoomFormatError (a ValueError) naming it."""
     if kwargs:
         raise TypeError(f"load: unexpected keyword arguments {sorted(kwargs)} (loom reads no "
                         "encrypted MindIR)")
     if not isinstance(file_name, str):
         raise ValueError(f"load: expected file_name to be a str, got a {type(file_name).__name__}")
+    if file_name.endswith(".onnx"):
+        return _loom.load_onnx(file_name)
     if not file_name.endswith(".mindir"):
-        raise ValueError(f"load: expected a file name ending in .mindir, got '{file_name}'")
+        raise ValueError(f"load: expected a file name ending in .mindir or .onnx, got "
+                         f"'{file_name}'")
     return _loom.load_mindir(file_name)
 
 

@@ -6,6 +6,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "core/ir/verify.h"
 #include "core/passes/infer.h"
 #include "core/trace/tracer.h"
+#include "nn/cell.h"
 #include "nn/context.h"
 #include "python/src/bindings.h"
 #include "runtime/compiled_function.h"
@@ -53,10 +56,13 @@ ir::FuncGraph* trace_function(ir::Module& module, const py::function& fn,
   return f;
 }
 
-ir::FuncGraph* grad_graph(ir::FuncGraph* f, bool return_value) {
+ir::FuncGraph* grad_graph(ir::FuncGraph* f, bool return_value,
+                          std::vector<ir::Parameter*> weights = {}) {
   autodiff::GradOptions options;
   options.get_all = true;
   options.return_value = return_value;
+  options.get_by_list = !weights.empty();
+  options.weights = std::move(weights);
   ir::FuncGraph* g = autodiff::grad(f, options);
   passes::infer_graph(g);
   return g;
@@ -94,38 +100,77 @@ py::object grad_in_trace(const py::function& fn, const py::list& args, bool retu
 class GradFunction {
  public:
   // Traces fn on tensors of `signature` (dtype, shape each) and differentiates it with respect to
-  // every argument; return_value: the compiled graph returns (output, gradients).
+  // every argument and, when `weights` are given (MindSpore's weights=, net.trainable_params()),
+  // those Parameters; return_value: the compiled graph returns (output, gradients).
   GradFunction(const py::function& fn, const std::vector<std::pair<DType, Shape>>& signature,
-               bool return_value, const std::string& name)
-      : module_(std::make_unique<ir::Module>()) {
+               bool return_value, const std::string& name, const std::vector<ParamRef>& weights)
+      : module_(std::make_unique<ir::Module>()), return_value_(return_value), wanted_(weights) {
     std::vector<ir::AbstractPtr> inputs;
     for (const auto& [d, s] : signature) inputs.push_back(ir::Abstract::tensor(d, s));
-    ir::FuncGraph* f = trace_function(*module_, fn, inputs, name);
+    std::vector<const void*> keys;
+    ir::FuncGraph* f = trace_function(*module_, fn, inputs, name, &keys);
     module_->set_entry(f);
     ir::verify(*module_);
-    ir::FuncGraph* g = grad_graph(f, return_value);
+    // The traced weights, by Parameter: each call passes their current values (a Parameter
+    // trained since the trace is read as it is now).
+    for (const void* k : keys) traced_.push_back(static_cast<nn::Parameter*>(const_cast<void*>(k)));
+    std::vector<ir::Parameter*> diff;
+    for (const ParamRef& w : wanted_) {
+      auto it = std::find(traced_.begin(), traced_.end(), w.param);
+      slot_.push_back(it == traced_.end() ? -1 : static_cast<int>(diff.size()));
+      if (it != traced_.end()) {
+        diff.push_back(f->parameters()[inputs.size() + static_cast<std::size_t>(it - traced_.begin())]);
+      }
+    }
+    ir::FuncGraph* g = grad_graph(f, return_value, diff);
     fn_ = runtime::CompiledFunction::of_graph(
         g, runtime::FunctionOptions{.name = name + "_grad", .backend = &nn::context_backend()});
-    for (const auto& [d, s] : signature) signature_.push_back(ir::Abstract::tensor(d, s));
+    signature_ = inputs;
+    for (nn::Parameter* p : traced_) {
+      signature_.push_back(ir::Abstract::tensor(p->value.dtype(), p->value.shape()));
+    }
   }
 
-  // The gradient of every argument (a tuple), after the output when return_value.
+  // The gradient of every argument (a tuple), after the output when return_value; with weights,
+  // (the arguments' tuple, the weights' tuple: zeros for a weight fn does not read).
   py::object run(const std::vector<Tensor>& args) {
     std::vector<ir::Value> values;
     for (const Tensor& t : args) values.push_back(ir::Value::tensor(t));
+    for (nn::Parameter* p : traced_) values.push_back(ir::Value::tensor(p->value));
     ir::Value out;
     runtime::CompiledFunction::Entry& e = fn_->entry(signature_);
     {
       py::gil_scoped_release release;
       out = fn_->run(e, std::move(values));
     }
-    return from_value(out);
+    if (wanted_.empty()) return from_value(out);
+    ir::Value grads = return_value_ ? out.elements().at(1) : out;
+    // autodiff's (inputs, weights) when it differentiated weights, else the inputs' tuple.
+    const bool any = std::any_of(slot_.begin(), slot_.end(), [](int s) { return s >= 0; });
+    ir::Value in = any ? grads.elements().at(0) : grads;
+    std::vector<ir::Value> w;
+    for (std::size_t i = 0; i < wanted_.size(); ++i) {
+      if (slot_[i] >= 0) {
+        w.push_back(grads.elements().at(1).elements().at(static_cast<std::size_t>(slot_[i])));
+      } else {
+        const Tensor& v = wanted_[i].param->value;
+        Tensor z(v.dtype(), v.shape());
+        std::memset(z.raw_data(), 0, z.nbytes());
+        w.push_back(ir::Value::tensor(z));
+      }
+    }
+    ir::Value both = ir::Value::tuple({in, ir::Value::tuple(std::move(w))});
+    return from_value(return_value_ ? ir::Value::tuple({out.elements().at(0), both}) : both);
   }
 
  private:
   std::unique_ptr<ir::Module> module_;
   std::unique_ptr<runtime::CompiledFunction> fn_;
   std::vector<ir::AbstractPtr> signature_;
+  bool return_value_;
+  std::vector<ParamRef> wanted_;       // the weights= Parameters, in order
+  std::vector<int> slot_;              // each one's index among the differentiated, or -1
+  std::vector<nn::Parameter*> traced_;  // the graph's weights, in parameter order
 };
 
 }  // namespace
@@ -135,8 +180,9 @@ void init_autodiff(py::module_& m) {
                            "A Python function traced for one input signature, differentiated "
                            "with respect to every argument and compiled")
       .def(py::init<const py::function&, const std::vector<std::pair<DType, Shape>>&, bool,
-                    const std::string&>(),
-           py::arg("fn"), py::arg("signature"), py::arg("return_value"), py::arg("name"))
+                    const std::string&, const std::vector<ParamRef>&>(),
+           py::arg("fn"), py::arg("signature"), py::arg("return_value"), py::arg("name"),
+           py::arg("weights") = std::vector<ParamRef>{})
       .def("run", &GradFunction::run, py::arg("args"));
   m.def("grad_in_trace", &grad_in_trace, py::arg("fn"), py::arg("args"), py::arg("return_value"),
         py::arg("name"));

@@ -30,6 +30,8 @@
 #include "core/trace/tracer.h"
 #include "mindir/graph_net.h"
 #include "mindir/mindir.h"
+#include "onnx/graph_net.h"
+#include "onnx/onnx.h"
 #include "models/lenet/lenet.h"
 #include "models/resnet/resnet.h"
 #include "models/zoo.h"
@@ -198,6 +200,13 @@ void init_io(py::module_& m) {
         return std::make_shared<mindir::GraphCell>(mindir::load_mindir(path));
       },
       py::arg("path"));
+  m.def(
+      "load_onnx",
+      [](const std::string& path) {
+        py::gil_scoped_release release;
+        return std::make_shared<mindir::GraphCell>(onnx::load_onnx(path));
+      },
+      py::arg("path"));
 
   py::class_<GraphCell, nn::Cell, std::shared_ptr<GraphCell>>(
       m, "GraphCell",
@@ -240,12 +249,14 @@ void init_io(py::module_& m) {
 
   py::class_<mindir::GraphNet, nn::Cell, std::shared_ptr<mindir::GraphNet>>(
       m, "GraphNet",
-      "A MindIR file (loom's or MindSpore's) as a trainable Cell: its weights are Parameters "
-      "named as in the file, so it fine-tunes like any Cell and loom.save_checkpoint writes "
-      "MindSpore's names")
+      "A MindIR file (loom's or MindSpore's) or an ONNX file (a name ending in .onnx: "
+      "PyTorch's torch.onnx.export) as a trainable Cell: its weights are Parameters named as in "
+      "the file, so it fine-tunes like any Cell and loom.save_checkpoint writes those names")
       .def(py::init([](const std::string& file_name) {
              py::gil_scoped_release release;
-             return mindir::load_mindir_net(file_name);
+             const bool onnx = file_name.size() >= 5 &&
+                               file_name.compare(file_name.size() - 5, 5, ".onnx") == 0;
+             return onnx ? onnx::load_onnx_net(file_name) : mindir::load_mindir_net(file_name);
            }),
            py::arg("file_name"));
 

@@ -233,8 +233,9 @@ def test_graphnet_fine_tunes_a_mindir_file(tmp_path):
 
 
 def test_mindir_errors(tmp_path):
-    with pytest.raises(ValueError, match="expected a file name ending in .mindir, got 'm.onnx'"):
-        lio.load("m.onnx")
+    with pytest.raises(ValueError,
+                       match="expected a file name ending in .mindir or .onnx, got 'm.txt'"):
+        lio.load("m.txt")
     net = models.lenet5()
     x = rand(1, 1, 32, 32)
     with pytest.raises(ValueError, match="expected file_format 'MINDIR', got 'ONNX'"):

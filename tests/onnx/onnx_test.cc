@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -13,6 +15,7 @@
 #include "core/ir/error.h"
 #include "core/random/random.h"
 #include "models/lenet/lenet.h"
+#include "models/resnet/resnet.h"
 #include "nn/cell.h"
 #include "onnx/proto/onnx.pb.h"
 #include "tests/temp_dir.h"
@@ -89,6 +92,118 @@ TEST(OnnxExport, AnOpWithoutAnOnnxFormIsRefusedByName) {
     EXPECT_EQ(msg.rfind("ONNX export: Exp at node %", 0), 0u) << msg;
     EXPECT_NE(msg.find("loom writes Conv2D, BiasAdd, MatMul"), std::string::npos) << msg;
   }
+}
+
+// ---- import ------------------------------------------------------------------------------------
+
+Tensor uniform(Shape shape, std::uint64_t seed) {
+  Tensor t(DType::kFloat32, std::move(shape));
+  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    t.data<float>()[i] = static_cast<float>((state >> 40) * (2.0 / (1ull << 24)) - 1.0);
+  }
+  return t;
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (std::int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(t.get(i)));
+  return m;
+}
+
+// loom's export read back: the same outputs as the Cell in inference mode, at a batch size other
+// than the exported one (the symbolic N), and the Cell's parameter names.
+void expect_round_trip(nn::Cell& net, Shape exported, Shape run, const std::string& stem) {
+  TempDir dir;
+  const std::string path = dir / (stem + ".onnx");
+  net.set_train(false);
+  onnx::export_onnx(net, {Tensor(DType::kFloat32, exported)}, path);
+  const Tensor x = uniform(run, 7);
+  const Tensor want = net(ops::Var(ir::Value::tensor(x))).value().as_tensor();
+  mindir::GraphCell cell = onnx::load_onnx(path);
+  ASSERT_EQ(cell.inputs().size(), 1u);
+  EXPECT_EQ(cell.inputs()[0].shape[0], -1);
+  const Tensor got = cell(x);
+  ASSERT_EQ(got.shape(), want.shape());
+  double diff = 0;
+  for (std::int64_t i = 0; i < got.numel(); ++i) {
+    diff = std::max(diff, std::abs(got.get(i) - want.get(i)));
+  }
+  EXPECT_LE(diff, 1e-5 * max_abs(want)) << stem;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : cell.parameters()) names.push_back(name);
+  std::vector<std::string> want_names;
+  for (const auto& [name, p] : net.parameters_and_names()) want_names.push_back(name);
+  std::sort(names.begin(), names.end());
+  std::sort(want_names.begin(), want_names.end());
+  EXPECT_EQ(names, want_names) << stem;
+}
+
+TEST(OnnxImport, LoomsExportReadsBackToTheCellsOutputs) {
+  random::seed_all(1);
+  models::LeNet5 lenet;
+  expect_round_trip(lenet, {2, 1, 32, 32}, {3, 1, 32, 32}, "lenet");
+  auto resnet = models::make_resnet(
+      18, {.num_classes = 10, .in_channels = 1, .layout = models::ResNetLayout::kSmallImage});
+  expect_round_trip(*resnet, {1, 1, 32, 32}, {2, 1, 32, 32}, "resnet18");
+}
+
+// A one-node model: `op` on x (N, 3) with the given domain.
+std::string one_node_model(const std::string& op, const std::string& domain = "",
+                           int opset = 17) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* o = m.add_opset_import();
+  o->set_version(opset);
+  auto* g = m.mutable_graph();
+  auto* in = g->add_input();
+  in->set_name("x");
+  auto* t = in->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(::onnx::TensorProto::FLOAT);
+  t->mutable_shape()->add_dim()->set_dim_param("N");
+  t->mutable_shape()->add_dim()->set_dim_value(3);
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name("e");
+  n->set_domain(domain);
+  n->add_input("x");
+  n->add_output("y");
+  g->add_output()->set_name("y");
+  return m.SerializeAsString();
+}
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "no FormatError";
+}
+
+TEST(OnnxImport, ProblemsAreOneMessageNamingTheFileAndTheNode) {
+  const std::string relu = one_node_model("Relu");
+  mindir::GraphCell cell = onnx::parse_onnx(relu.data(), relu.size(), "m.onnx");
+  EXPECT_EQ(cell(Tensor::from_doubles(DType::kFloat32, {1, 3}, {-1, 0, 2})).get(2), 2.0);
+  const std::string erf = one_node_model("Erf");
+  EXPECT_EQ(error_of([&] { onnx::parse_onnx(erf.data(), erf.size(), "m.onnx"); }),
+            "ONNX m.onnx: unknown op 'Erf' at node 'e' with inputs (<Tensor[Float32], (-1, 3)>) "
+            "(docs/formats.md, \"ONNX import\", lists the ONNX ops loom reads)");
+  const std::string ms = one_node_model("FusedGemm", "com.microsoft");
+  EXPECT_EQ(error_of([&] { onnx::parse_onnx(ms.data(), ms.size(), "m.onnx"); }),
+            "ONNX m.onnx: op FusedGemm of domain 'com.microsoft' at node 'e' is not supported "
+            "(loom reads the default ONNX domain)");
+  const std::string old = one_node_model("Relu", "", 6);
+  EXPECT_EQ(error_of([&] { onnx::parse_onnx(old.data(), old.size(), "m.onnx"); }),
+            "ONNX m.onnx: expected ONNX opset 7 to 22, got 6");
+  const std::string cut = relu.substr(0, relu.size() - 7);
+  EXPECT_EQ(error_of([&] { onnx::parse_onnx(cut.data(), cut.size(), "m.onnx"); }),
+            "ONNX m.onnx: expected an ONNX ModelProto, got " + std::to_string(cut.size()) +
+                " bytes protobuf cannot parse (truncated or not an ONNX file)");
+  EXPECT_EQ(error_of([] { onnx::load_onnx("/nonexistent/m.onnx"); }),
+            "ONNX /nonexistent/m.onnx: expected a readable file, got none");
 }
 
 }  // namespace
