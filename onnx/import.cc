@@ -138,6 +138,17 @@ std::pair<DType, Shape> value_info_type(const ::onnx::ValueInfoProto& v, const s
 // Reshape chains); nullopt for a dimension known only at run time (a symbolic batch).
 struct ShapeValue {
   std::vector<std::optional<std::int64_t>> v;
+  // Where each unknown entry comes from: (the tensor whose Shape gave it, its axis); null for a
+  // known one. Reshape uses it to tell x.view(x.size(0), -1) apart from two unknowns.
+  std::vector<std::pair<const ir::Node*, std::int64_t>> from;
+  void push(std::optional<std::int64_t> value, std::pair<const ir::Node*, std::int64_t> src = {}) {
+    v.push_back(value);
+    from.push_back(src);
+  }
+  void append(const ShapeValue& o) {
+    v.insert(v.end(), o.v.begin(), o.v.end());
+    from.insert(from.end(), o.from.begin(), o.from.end());
+  }
   bool scalar = false;  // rank 0
 };
 
@@ -257,7 +268,7 @@ class Reader {
     }
     ShapeValue s;
     s.scalar = t.shape().empty();
-    for (std::int64_t i = 0; i < t.numel(); ++i) s.v.emplace_back(static_cast<std::int64_t>(t.get(i)));
+    for (std::int64_t i = 0; i < t.numel(); ++i) s.push(static_cast<std::int64_t>(t.get(i)));
     return s;
   }
 
@@ -472,12 +483,13 @@ class Reader {
     lower(op);
   }
 
-  // Whether an input is a shape value computed at import time and not (yet) a tensor.
+  // Whether every input is known at import time as a shape value (a shape, part of one, or an
+  // integer constant): the op then folds.
   bool shape_args() {
     for (int k = 0; k < n_->input_size(); ++k) {
-      if (!n_->input(k).empty() && def(n_->input(k), where_).node == nullptr) return true;
+      if (!n_->input(k).empty() && !def(n_->input(k), where_).shape) return false;
     }
-    return false;
+    return n_->input_size() > 0;
   }
   ShapeValue shape_in(int k) {
     const Def& d = def(in_name(k), where_);
@@ -560,6 +572,7 @@ class Reader {
       return out(emit("LogSoftmax", {{"axis", Value::i64(axis)}}, {arg(0)}));
     }
     if (op == "Clip") return clip();
+    if (op == "Pad") return pad();
     if (op == "LeakyRelu") {
       const double alpha = attr_float("alpha", 0.01);
       if (alpha < 0 || alpha > 1) unsupported("expected alpha in [0, 1]");
@@ -649,7 +662,11 @@ class Reader {
     ShapeValue s;
     for (std::int64_t d = start; d < end; ++d) {
       const std::int64_t v = a->shape()[static_cast<std::size_t>(d)];
-      s.v.push_back(v >= 0 ? std::optional<std::int64_t>(v) : std::nullopt);
+      if (v >= 0) {
+        s.push(v);
+      } else {
+        s.push(std::nullopt, {x, d});
+      }
     }
     out_shape(std::move(s));
   }
@@ -690,7 +707,7 @@ class Reader {
         if (!i) unsupported("expected known indices");
         std::int64_t k = *i < 0 ? *i + static_cast<std::int64_t>(s.v.size()) : *i;
         if (k < 0 || k >= static_cast<std::int64_t>(s.v.size())) unsupported("index out of range");
-        r.v.push_back(s.v[static_cast<std::size_t>(k)]);
+        r.push(s.v[static_cast<std::size_t>(k)], s.from[static_cast<std::size_t>(k)]);
       }
       return out_shape(std::move(r));
     }
@@ -704,7 +721,7 @@ class Reader {
       ShapeValue r;
       for (int k = 0; k < n_->input_size(); ++k) {
         const ShapeValue s = shape_in(k);
-        r.v.insert(r.v.end(), s.v.begin(), s.v.end());
+        r.append(s);
       }
       return out_shape(std::move(r));
     }
@@ -717,7 +734,9 @@ class Reader {
     const auto len = static_cast<std::int64_t>(s.v.size());
     auto clampi = [&](std::int64_t v) { return std::clamp(v < 0 ? v + len : v, std::int64_t{0}, len); };
     ShapeValue r;
-    for (std::int64_t i = clampi(starts[0]); i < clampi(ends[0]); ++i) r.v.push_back(s.v[static_cast<std::size_t>(i)]);
+    for (std::int64_t i = clampi(starts[0]); i < clampi(ends[0]); ++i) {
+      r.push(s.v[static_cast<std::size_t>(i)], s.from[static_cast<std::size_t>(i)]);
+    }
     out_shape(std::move(r));
   }
 
@@ -824,26 +843,96 @@ class Reader {
     }
     if (!s) unsupported("expected the shape (input 1) to be a constant or computed from shapes");
     if (attr_int("allowzero", 0) != 0) unsupported("allowzero 1");
+    // Each entry: a known size, a copy of one of x's unknown dims (its axis), or -1 (inferred).
     Ints target;
-    int unknown = 0;
+    std::vector<int> kind;  // 0 known, 1 a dim of x, 2 inferred or unknown
+    Node* x_node = arg(0);
     for (std::size_t i = 0; i < s->v.size(); ++i) {
       std::optional<std::int64_t> v = s->v[i];
+      std::pair<const ir::Node*, std::int64_t> src = s->from[i];
       if (v && *v == 0) {  // copy the input's dimension
         if (i >= x.size()) unsupported("a 0 in the shape past the input's rank");
         v = x[i] >= 0 ? std::optional<std::int64_t>(x[i]) : std::nullopt;
+        src = {x_node, static_cast<std::int64_t>(i)};
       }
-      if (!v || *v == -1) {
-        ++unknown;
-        target.push_back(-1);
-      } else {
+      if (v && *v != -1) {
         target.push_back(*v);
+        kind.push_back(0);
+      } else {
+        target.push_back(-1);
+        kind.push_back(!v && src.first == x_node ? 1 : 2);
       }
     }
-    if (unknown > 1) {
-      unsupported("the shape has " + std::to_string(unknown) + " dimensions known only at run "
-                  "time; loom's Reshape infers one (-1)");
+    const auto count = [&](int k) { return std::count(kind.begin(), kind.end(), k); };
+    std::int64_t x_unknown = 0;
+    for (std::int64_t d : x) x_unknown += d < 0;
+    // x.view(x.size(0), -1): the copied dim is x's only unknown one, so the inferred one is
+    // known now (x's other dims over the target's known ones).
+    if (count(1) == 1 && count(2) == 1 && x_unknown == 1) {
+      std::int64_t known = 1, x_known = 1;
+      for (std::size_t i = 0; i < target.size(); ++i) known *= kind[i] == 0 ? target[i] : 1;
+      for (std::int64_t d : x) x_known *= d < 0 ? 1 : d;
+      if (known <= 0 || x_known % known != 0) unsupported("the shape does not divide x's size");
+      for (std::size_t i = 0; i < target.size(); ++i) {
+        if (kind[i] == 2) target[i] = x_known / known;
+      }
+    } else if (count(1) + count(2) > 1) {
+      unsupported("the shape has " + std::to_string(count(1) + count(2)) + " dimensions known "
+                  "only at run time; loom's Reshape infers one (-1)");
     }
     out(emit("Reshape", {{"shape", Value::ints(target)}}, {arg(0)}));
+  }
+
+  // Pad in constant mode: a block of the value before and after x along each padded axis,
+  // joined by Concat (shaped from a Slice of x, so any batch size works).
+  void pad() {
+    if (attr_string("mode", "constant") != "constant") {
+      unsupported("mode " + attr_string("mode", "") + " (loom reads constant padding)");
+    }
+    const auto rank = static_cast<std::int64_t>(shape(0).size());
+    Ints pads;
+    double value = 0;
+    Ints axes;
+    if (opset_ >= 11) {
+      pads = const_ints(1).value_or(Ints{});
+      value = const_scalar(2).value_or(0.0);
+      if (has_input(3)) axes = normalize(*const_ints(3), rank);
+    } else {
+      pads = attr_ints("pads").value_or(Ints{});
+      value = attr_float("value", 0.0);
+    }
+    if (axes.empty()) {
+      for (std::int64_t d = 0; d < rank; ++d) axes.push_back(d);
+    }
+    if (pads.size() != 2 * axes.size()) {
+      unsupported("expected " + std::to_string(2 * axes.size()) + " pads, got " +
+                  std::to_string(pads.size()));
+    }
+    Node* x = arg(0);
+    const std::size_t n = axes.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t d = axes[i], lo = pads[i], hi = pads[n + i];
+      if (lo < 0 || hi < 0) unsupported("negative pads (cropping) are not supported");
+      if (lo == 0 && hi == 0) continue;
+      auto block = [&](std::int64_t extent) {
+        Ints size(static_cast<std::size_t>(rank), -1);
+        size[static_cast<std::size_t>(d)] = 1;
+        Node* b = emit("ZerosLike", {}, {emit("Slice", {{"begin", Value::ints(Ints(size.size(), 0))},
+                                                         {"size", Value::ints(size)}},
+                                              {x})});
+        if (value != 0) b = emit("Add", {}, {b, scalar_like(0, value)});
+        if (extent == 1) return b;
+        Ints multiples(static_cast<std::size_t>(rank), 1);
+        multiples[static_cast<std::size_t>(d)] = extent;
+        return emit("Tile", {{"multiples", Value::ints(multiples)}}, {b});
+      };
+      std::vector<Node*> parts;
+      if (lo > 0) parts.push_back(block(lo));
+      parts.push_back(x);
+      if (hi > 0) parts.push_back(block(hi));
+      x = emit("Concat", {{"axis", Value::i64(d)}}, parts);
+    }
+    out(x);
   }
 
   void clip() {

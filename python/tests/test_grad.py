@@ -112,6 +112,41 @@ def test_gradients_through_a_cell():
     np.testing.assert_allclose(loom.grad(f)(x).asnumpy(), want, rtol=1e-5, atol=1e-6)
 
 
+def test_weights_gradients_equal_pytorchs_and_follow_the_parameters():
+    """MindSpore's value_and_grad(fn, grad_position, weights): the Parameters' gradients, read
+    from the Parameters' current values at each call; zeros for a weight fn does not read."""
+    loom.set_seed(3)
+    net = loom.nn.SequentialCell([loom.nn.Dense(3, 4), loom.nn.Tanh(), loom.nn.Dense(4, 2)])
+    unused = loom.nn.Dense(2, 2)
+    x = rand(5, 3, seed=10).astype(np.float32)
+
+    def f(x):
+        return ops.ReduceSum(net(x) * net(x), axis=(), keep_dims=False)
+
+    weights = net.trainable_params() + unused.trainable_params()
+    vg = loom.value_and_grad(f, None, weights=weights)
+    for trial in range(2):
+        tparams = [torch.tensor(p.asnumpy(), dtype=torch.float64, requires_grad=True)
+                   for p in net.trainable_params()]
+        w1, b1, w2, b2 = tparams
+        out = torch.tanh(torch.tensor(x, dtype=torch.float64) @ w1.T + b1) @ w2.T + b2
+        (out * out).sum().backward()
+        value, grads = vg(x)
+        np.testing.assert_allclose(value.asnumpy(), (out * out).sum().item(), rtol=1e-5)
+        assert len(grads) == 6
+        for g, t in zip(grads, tparams):
+            np.testing.assert_allclose(g.asnumpy(), t.grad.numpy(), rtol=1e-4, atol=1e-5)
+        for g, p in zip(grads[4:], unused.trainable_params()):
+            assert g.shape == p.shape and not g.asnumpy().any()
+        # The gradients follow a changed weight (no stale snapshot of the trace).
+        p0 = net.trainable_params()[0]
+        p0.value = loom.Tensor(p0.asnumpy() * 0.5)
+    dx, dw = loom.grad(f, 0, weights=net.trainable_params())(x)
+    assert dx.shape == (5, 3) and len(dw) == 4
+    with pytest.raises(TypeError, match="expected weights to be Parameters"):
+        loom.grad(f, weights=[np.ones(3)])
+
+
 def test_grad_of_a_cell_and_second_order_through_a_cell():
     loom.set_seed(1)
     net = loom.nn.SequentialCell([loom.nn.Dense(3, 3), loom.nn.Tanh()])
