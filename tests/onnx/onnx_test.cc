@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -204,6 +205,23 @@ TEST(OnnxImport, ProblemsAreOneMessageNamingTheFileAndTheNode) {
                 " bytes protobuf cannot parse (truncated or not an ONNX file)");
   EXPECT_EQ(error_of([] { onnx::load_onnx("/nonexistent/m.onnx"); }),
             "ONNX /nonexistent/m.onnx: expected a readable file, got none");
+}
+
+// The fuzz target's seeds (tests/fuzz/corpus/onnx: PyTorch exports of a few ops each, made by
+// torch.onnx.export) load, and run on a batch of 3 to outputs of the file's shape.
+TEST(OnnxImport, FuzzSeedsLoadAndRun) {
+  const std::string dir = std::string(LOOM_SOURCE_DIR) + "/tests/fuzz/corpus/onnx";
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    mindir::GraphCell cell = onnx::load_onnx(entry.path().string());
+    Shape shape = cell.inputs().at(0).shape;
+    shape[0] = 3;
+    const Tensor y = cell(uniform(shape, 1));
+    EXPECT_EQ(y.shape()[0], 3) << entry.path();
+    EXPECT_EQ(y.shape().size(), cell.outputs().at(0).shape.size()) << entry.path();
+    ++n;
+  }
+  EXPECT_EQ(n, 4);
 }
 
 }  // namespace
