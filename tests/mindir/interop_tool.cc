@@ -5,9 +5,9 @@
 //       that at X's shape and writes the network's eval output on X to Y.npy.
 //   loom_mindir_interop run MODEL.mindir X.npy Y.npy
 //       loads MODEL.mindir (mindir::GraphCell) and writes its output on X to Y.npy.
-//   loom_mindir_interop finetune MODEL.mindir X.npy LABELS.npy OUT.ckpt Y.npy
+//   loom_mindir_interop finetune MODEL.mindir X.npy LABELS.npy OUT.ckpt Y.npy [LR]
 //       loads MODEL.mindir as a trainable Cell (mindir::GraphNet), trains 5 momentum steps
-//       (learning rate 0.05, momentum 0.9) with sparse softmax cross entropy on (X, LABELS),
+//       (learning rate LR, default 0.05, momentum 0.9) with sparse softmax cross entropy on (X, LABELS),
 //       prints the losses, saves the weights to OUT.ckpt and writes its eval output on X to Y.
 #include <iomanip>
 #include <iostream>
@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
       data::save_npy(argv[4], cell(data::load_npy(argv[3])));
       return 0;
     }
-    if (cmd == "finetune" && argc == 7) {
+    if (cmd == "finetune" && (argc == 7 || argc == 8)) {
+      const double lr = argc == 8 ? std::stod(argv[7]) : 0.05;
       auto net = mindir::load_mindir_net(argv[2]);
       const Tensor x = data::load_npy(argv[3]);
       const Tensor labels = data::load_npy(argv[4]);
@@ -73,7 +74,7 @@ int main(int argc, char** argv) {
       nn::TrainOneStepCell step(
           std::make_shared<nn::WithLossCell>(
               net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(/*sparse=*/true)),
-          {.kind = nn::OptimizerKind::kMomentum, .learning_rate = 0.05, .momentum = 0.9});
+          {.kind = nn::OptimizerKind::kMomentum, .learning_rate = lr, .momentum = 0.9});
       std::cout << "losses:";
       for (int i = 0; i < 5; ++i) std::cout << " " << std::setprecision(9) << step.step(x, labels).get(0);
       std::cout << "\n";
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::cerr << "usage: loom_mindir_interop export lenet|resnet OUT X.npy Y.npy | run MODEL X.npy "
-                 "Y.npy | finetune MODEL X.npy LABELS.npy OUT.ckpt Y.npy\n";
+                 "Y.npy | finetune MODEL X.npy LABELS.npy OUT.ckpt Y.npy [LR]\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

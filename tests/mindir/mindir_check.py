@@ -19,6 +19,8 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn
 
+from mindspore_ops_check import MobileNetV2, ResNet50, VGG16  # noqa: E402  (this folder)
+
 TOL = 1e-5
 
 
@@ -130,7 +132,7 @@ class TransformerHead(nn.Cell):
         return self.fc(self.encoder(x).reshape((x.shape[0], 5 * 16)))
 
 
-def finetune_roundtrip(tool, tmp, name, cls, stem, x, xp, init_ckpt=None):
+def finetune_roundtrip(tool, tmp, name, cls, stem, x, xp, init_ckpt=None, lr=0.05):
     """MindSpore's export of `cls` fine-tuned in loom (mindir::GraphNet, 5 momentum steps): the
     loss falls, and loom's checkpoint loads into MindSpore's `cls` (every parameter; its other
     weights from init_ckpt first, where given) with loom's outputs."""
@@ -139,7 +141,7 @@ def finetune_roundtrip(tool, tmp, name, cls, stem, x, xp, init_ckpt=None):
     np.save(lp, labels)
     ckpt = os.path.join(tmp, name + "_tuned.ckpt")
     yp3 = os.path.join(tmp, name + "_tuned_y.npy")
-    r = subprocess.run([tool, "finetune", stem + ".mindir", xp, lp, ckpt, yp3],
+    r = subprocess.run([tool, "finetune", stem + ".mindir", xp, lp, ckpt, yp3, str(lr)],
                        capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit("FAILED: finetune: %s" % r.stderr)
@@ -189,8 +191,12 @@ def main():
         ok &= finetune_roundtrip(tool, tmp, name, cls, stem, x, xp)
     # MindSpore-only networks: exported by MindSpore, run in loom, fine-tuned in loom and loaded
     # back into MindSpore.
-    for name, cls, shape in (("mobilenet_v2_block", MobileNetV2Head, (100, 4, 8, 8)),
-                             ("transformer_encoder", TransformerHead, (100, 5, 16))):
+    for name, cls, shape, lr in (("mobilenet_v2_block", MobileNetV2Head, (100, 4, 8, 8), 0.05),
+                                 ("transformer_encoder", TransformerHead, (100, 5, 16), 0.05),
+                                 # the model zoo's whole networks (mindspore_ops_check.py)
+                                 ("resnet50", ResNet50, (20, 3, 32, 32), 0.002),
+                                 ("vgg16", VGG16, (20, 3, 32, 32), 0.05),
+                                 ("mobilenet_v2", MobileNetV2, (20, 3, 32, 32), 0.002)):
         x = rng.uniform(-1, 1, shape).astype(np.float32)
         xp = os.path.join(tmp, name + "_x.npy")
         np.save(xp, x)
@@ -205,7 +211,7 @@ def main():
         yp2 = os.path.join(tmp, name + "_ms_y.npy")
         loom(tool, "run", stem + ".mindir", xp, yp2)
         ok &= check(name + ": MindSpore export -> loom GraphCell", np.load(yp2), want)
-        ok &= finetune_roundtrip(tool, tmp, name, cls, stem, x, xp, stem + ".ckpt")
+        ok &= finetune_roundtrip(tool, tmp, name, cls, stem, x, xp, stem + ".ckpt", lr)
     if not ok:
         raise SystemExit("FAILED")
     print("PASSED")

@@ -6,7 +6,8 @@ outputs must agree to 1e-5 of the output's scale (max(1, max |y|)). The networks
 MindSpore 2.x writes for `tensor * 2.0` (Muls), ops.matmul (MatMulExt), nn.LayerNorm,
 nn.Pad, nn.AdaptiveAvgPool2d, a depthwise convolution with ReLU6, an attention block
 (BatchMatMul, Softmax, GeLU, Dropout in inference, Reshape, Transpose), MobileNetV2's inverted
-residual block, VGG's pattern and MindSpore's nn.TransformerEncoderLayer. A form loom does not
+residual block, VGG's pattern, MindSpore's nn.TransformerEncoderLayer, and whole networks as
+the model zoo builds them: ResNet-50, VGG-16 (with BatchNorm) and MobileNetV2. A form loom does not
 read (an AdaptiveAvgPool2d whose output size does not divide the input) must be refused with
 exit status 1 and one line naming the op, the node and what loom reads instead.
 """
@@ -132,6 +133,126 @@ class VGGHead(nn.Cell):
         return self.classifier(self.features(x))
 
 
+def randomize_bn(net, seed):
+    """Non-trivial BatchNorm statistics and affine parameters (the initial ones hide mistakes)."""
+    rng = np.random.default_rng(seed)
+    for name, p in net.parameters_and_names():
+        v = p.asnumpy()
+        if "moving_variance" in name or "gamma" in name:
+            p.set_data(ms.Tensor(rng.uniform(0.5, 1.5, v.shape).astype(np.float32)))
+        elif "moving_mean" in name or "beta" in name:
+            p.set_data(ms.Tensor(rng.uniform(-0.3, 0.3, v.shape).astype(np.float32)))
+    return net
+
+
+def conv_bn(cin, cout, k, stride=1, group=1, act=nn.ReLU):
+    layers = [nn.Conv2d(cin, cout, k, stride, pad_mode="pad", padding=(k - 1) // 2, group=group,
+                        has_bias=False), nn.BatchNorm2d(cout)]
+    return nn.SequentialCell(layers + ([act()] if act else []))
+
+
+class Bottleneck(nn.Cell):
+    """The model zoo's ResNet-50 residual block (1x1, 3x3 with the stride, 1x1 x4)."""
+
+    def __init__(self, cin, c, stride):
+        super().__init__()
+        self.body = nn.SequentialCell([conv_bn(cin, c, 1), conv_bn(c, c, 3, stride),
+                                       conv_bn(c, 4 * c, 1, act=None)])
+        self.down = None
+        if stride != 1 or cin != 4 * c:
+            self.down = conv_bn(cin, 4 * c, 1, stride, act=None)
+        self.relu = nn.ReLU()
+
+    def construct(self, x):
+        identity = x if self.down is None else self.down(x)
+        return self.relu(self.body(x) + identity)
+
+
+class ResNet50(nn.Cell):
+    """The model zoo's ResNet-50: 7x7 stem, max pooling (same), [3, 4, 6, 3] bottlenecks, the
+    mean over H and W, Dense."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        blocks, cin = [], 64
+        for c, n, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+            for i in range(n):
+                blocks.append(Bottleneck(cin, c, stride if i == 0 else 1))
+                cin = 4 * c
+        self.stem = conv_bn(3, 64, 7, 2)
+        self.pool = nn.MaxPool2d(3, 2, pad_mode="same")
+        self.blocks = nn.SequentialCell(blocks)
+        self.mean = ops.ReduceMean(keep_dims=True)
+        self.flatten = nn.Flatten()
+        self.fc = nn.Dense(2048, classes)
+        randomize_bn(self, 5)
+
+    def construct(self, x):
+        y = self.blocks(self.pool(self.stem(x)))
+        return self.fc(self.flatten(self.mean(y, (2, 3))))
+
+
+class VGG16(nn.Cell):
+    """The model zoo's VGG-16 with BatchNorm (CIFAR-10 sizes): 13 3x3 convolutions with bias,
+    BatchNorm and ReLU, five max poolings, a 512-512-10 classifier with Dropout."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        layers, cin = [], 3
+        for v in (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
+                  512, 512, 512, "M"):
+            if v == "M":
+                layers.append(nn.MaxPool2d(2, 2))
+            else:
+                layers += [nn.Conv2d(cin, v, 3, pad_mode="pad", padding=1, has_bias=True),
+                           nn.BatchNorm2d(v), nn.ReLU()]
+                cin = v
+        self.features = nn.SequentialCell(layers)
+        self.classifier = nn.SequentialCell([
+            nn.Flatten(), nn.Dense(512, 512), nn.ReLU(), nn.Dropout(p=0.5), nn.Dense(512, 512),
+            nn.ReLU(), nn.Dropout(p=0.5), nn.Dense(512, classes)])
+        randomize_bn(self, 6)
+
+    def construct(self, x):
+        return self.classifier(self.features(x))
+
+
+class MobileNetV2Block(nn.Cell):
+    def __init__(self, cin, cout, stride, t):
+        super().__init__()
+        h = cin * t
+        layers = [conv_bn(cin, h, 1, act=nn.ReLU6)] if t != 1 else []
+        layers += [conv_bn(h, h, 3, stride, group=h, act=nn.ReLU6), conv_bn(h, cout, 1, act=None)]
+        self.conv = nn.SequentialCell(layers)
+        self.residual = stride == 1 and cin == cout
+
+    def construct(self, x):
+        return x + self.conv(x) if self.residual else self.conv(x)
+
+
+class MobileNetV2(nn.Cell):
+    """The model zoo's MobileNetV2 (width 1.0): ConvBNReLU6 stem, the 17 inverted residual
+    blocks, a 1x1 to 1280 channels, global average pooling, Dense."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        layers, cin = [conv_bn(3, 32, 3, 2, act=nn.ReLU6)], 32
+        for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                           (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)):
+            for i in range(n):
+                layers.append(MobileNetV2Block(cin, c, s if i == 0 else 1, t))
+                cin = c
+        layers.append(conv_bn(cin, 1280, 1, act=nn.ReLU6))
+        self.features = nn.SequentialCell(layers)
+        self.pool = nn.AdaptiveAvgPool2d((1, 1))
+        self.flatten = nn.Flatten()
+        self.head = nn.Dense(1280, classes)
+        randomize_bn(self, 7)
+
+    def construct(self, x):
+        return self.head(self.flatten(self.pool(self.features(x))))
+
+
 CASES = [
     ("muls", Scale(), (2, 8)),
     ("matmul_2d", MatMul((8, 4)), (2, 8)),
@@ -149,6 +270,10 @@ CASES = [
     ("transformer_encoder_layer",
      nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.1, batch_first=True),
      (2, 5, 16)),
+    # Whole networks of MindSpore's model zoo (smaller inputs; every layer as the zoo has it).
+    ("resnet50", ResNet50(), (2, 3, 64, 64)),
+    ("vgg16", VGG16(), (2, 3, 32, 32)),
+    ("mobilenet_v2", MobileNetV2(), (2, 3, 64, 64)),
 ]
 
 
