@@ -6,6 +6,7 @@
     /usr/bin/python3 bench/infer_vs_ort.py --model resnet50 --batch 1 --threads 2 \
         --workdir /tmp/infer       # keeps the exported .mindir, .onnx and .npy files there
     /usr/bin/python3 bench/infer_vs_ort.py --onnx-from loom   # ONNX Runtime on loom's own .onnx
+    /usr/bin/python3 bench/infer_vs_ort.py --loom-reads onnx  # both run PyTorch's very .onnx
 
 For each model and batch size the network is exported twice: by loom (`loom export MODEL --batch
 B`, the model zoo's network as MindIR; resnet50 with `--dataset fake-imagenet`, the ImageNet
@@ -230,6 +231,10 @@ def main():
     ap.add_argument("--workdir", default=None,
                     help="where the exported models and inputs go (kept; default: a temporary "
                          "directory, removed at the end)")
+    ap.add_argument("--loom-reads", choices=["mindir", "onnx"], default="mindir",
+                    help="what `loom run` runs: loom's own export of the network (.mindir) or the "
+                         "very .onnx file ONNX Runtime runs (loom's ONNX import: the same graph "
+                         "and weights on both sides)")
     ap.add_argument("--onnx-from", choices=["torch", "loom"], default="torch",
                     help="who writes the .onnx ONNX Runtime runs: PyTorch (torch.onnx.export of "
                          "the same architecture, its own weights) or loom (`loom export --output "
@@ -262,8 +267,11 @@ def main():
         print(f"ONNX models: torch {torch.__version__} torch.onnx.export, opset {opset}"
               f"{'' if opset == OPSET else f' (the highest it writes; {OPSET} asked)'}, fixed "
               f"batch, eval mode, bench/train_vs_torch.py's networks")
-        print("weights: each side its own initial values (latency does not depend on them); the "
-              "same architecture and the same input array on both sides")
+        if a.loom_reads == "mindir":
+            print("weights: each side its own initial values (latency does not depend on them); "
+                  "the same architecture and the same input array on both sides")
+    if a.loom_reads == "onnx":
+        print("loom runs the same .onnx file as ONNX Runtime (loom run M.onnx: its ONNX import)")
     print(f"each figure: {a.repeats} run{'s' if a.repeats != 1 else ''} per side, interleaved, "
           f"each in a fresh process; a run: "
           f"warm-up calls untimed, then each call timed on its own", flush=True)
@@ -283,8 +291,9 @@ def main():
                 rng = np.random.default_rng(1)
                 np.save(stem + ".npy", rng.standard_normal((batch,) + sample, dtype=np.float32))
                 lo, ox = [], []
+                loom_model = stem + (".onnx" if a.loom_reads == "onnx" else ".mindir")
                 for _ in range(a.repeats):
-                    lo.append(loom_run(a.loom, stem + ".mindir", stem + ".npy", runs, warmup,
+                    lo.append(loom_run(a.loom, loom_model, stem + ".npy", runs, warmup,
                                        a.threads))
                     ox.append(ort_run(python, stem + ".onnx", stem + ".npy", runs, warmup,
                                       a.threads))
