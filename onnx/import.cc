@@ -76,33 +76,42 @@ Tensor read_tensor(const TP& t, const std::string& what, const std::string& who)
     fail(what, "expected " + std::to_string(n) + " values in " + field + " of '" + who + "' " +
                    shape_to_string(shape) + ", got " + std::to_string(got));
   };
-  Tensor out(*dt, shape);
+  // Sizes are checked against the data present before anything is allocated.
+  const std::size_t nbytes = n * dtype_size(*dt);
   if (t.has_raw_data()) {
-    if (t.raw_data().size() != out.nbytes()) {
-      fail(what, "expected raw_data of " + std::to_string(out.nbytes()) + " bytes for '" + who +
+    if (t.raw_data().size() != nbytes) {
+      fail(what, "expected raw_data of " + std::to_string(nbytes) + " bytes for '" + who +
                      "' " + shape_to_string(shape) + ", got " +
                      std::to_string(t.raw_data().size()));
     }
-    if (n > 0) std::memcpy(out.raw_data(), t.raw_data().data(), out.nbytes());
+    Tensor out(*dt, shape);
+    if (n > 0) std::memcpy(out.raw_data(), t.raw_data().data(), nbytes);
     return out;
   }
+  const std::size_t present = *dt == DType::kFloat32   ? t.float_data_size()
+                              : *dt == DType::kFloat64 ? t.double_data_size()
+                              : *dt == DType::kInt64   ? t.int64_data_size()
+                                                       : t.int32_data_size();
+  if (present != n) {
+    count_error(present, *dt == DType::kFloat32   ? "float_data"
+                         : *dt == DType::kFloat64 ? "double_data"
+                         : *dt == DType::kInt64   ? "int64_data"
+                                                  : "int32_data");
+  }
+  Tensor out(*dt, shape);
   switch (*dt) {
     case DType::kFloat32:
-      if (static_cast<std::size_t>(t.float_data_size()) != n) count_error(t.float_data_size(), "float_data");
       for (std::size_t i = 0; i < n; ++i) out.data<float>()[i] = t.float_data(static_cast<int>(i));
       break;
     case DType::kFloat64:
-      if (static_cast<std::size_t>(t.double_data_size()) != n) count_error(t.double_data_size(), "double_data");
       for (std::size_t i = 0; i < n; ++i) out.data<double>()[i] = t.double_data(static_cast<int>(i));
       break;
     case DType::kInt64:
-      if (static_cast<std::size_t>(t.int64_data_size()) != n) count_error(t.int64_data_size(), "int64_data");
       for (std::size_t i = 0; i < n; ++i) {
         out.data<std::int64_t>()[i] = t.int64_data(static_cast<int>(i));
       }
       break;
     default:  // INT32, UINT8, BOOL, and FLOAT16 / BFLOAT16 bits: int32_data
-      if (static_cast<std::size_t>(t.int32_data_size()) != n) count_error(t.int32_data_size(), "int32_data");
       for (std::size_t i = 0; i < n; ++i) {
         const std::int32_t v = t.int32_data(static_cast<int>(i));
         if (*dt == DType::kFloat16 || *dt == DType::kBFloat16) {
@@ -813,6 +822,13 @@ class Reader {
     out(item(bn, 0));
   }
 
+  // a · b for sizes, refused when it overflows.
+  std::int64_t product(std::int64_t a, std::int64_t b) {
+    std::int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) unsupported("sizes whose product overflows 64 bits");
+    return r;
+  }
+
   void flatten() {
     const Shape& x = shape(0);
     const auto rank = static_cast<std::int64_t>(x.size());
@@ -826,7 +842,7 @@ class Reader {
     for (std::int64_t d = 0; d < rank; ++d) {
       const std::int64_t v = x[static_cast<std::size_t>(d)];
       (d < axis ? lead_known : rest_known) &= v >= 0;
-      (d < axis ? lead : rest) *= v;
+      if (v >= 0) (d < axis ? lead : rest) = product(d < axis ? lead : rest, v);
     }
     if (!lead_known && !rest_known) unsupported("more than one unknown dimension");
     target = {lead_known ? lead : -1, rest_known ? rest : -1};
@@ -870,8 +886,8 @@ class Reader {
     // known now (x's other dims over the target's known ones).
     if (count(1) == 1 && count(2) == 1 && x_unknown == 1) {
       std::int64_t known = 1, x_known = 1;
-      for (std::size_t i = 0; i < target.size(); ++i) known *= kind[i] == 0 ? target[i] : 1;
-      for (std::int64_t d : x) x_known *= d < 0 ? 1 : d;
+      for (std::size_t i = 0; i < target.size(); ++i) known = product(known, kind[i] == 0 ? target[i] : 1);
+      for (std::int64_t d : x) x_known = product(x_known, d < 0 ? 1 : d);
       if (known <= 0 || x_known % known != 0) unsupported("the shape does not divide x's size");
       for (std::size_t i = 0; i < target.size(); ++i) {
         if (kind[i] == 2) target[i] = x_known / known;

@@ -203,6 +203,12 @@ TEST(OnnxImport, ProblemsAreOneMessageNamingTheFileAndTheNode) {
   EXPECT_EQ(error_of([&] { onnx::parse_onnx(cut.data(), cut.size(), "m.onnx"); }),
             "ONNX m.onnx: expected an ONNX ModelProto, got " + std::to_string(cut.size()) +
                 " bytes protobuf cannot parse (truncated or not an ONNX file)");
+  // Found by onnx_fuzz: an initializer declaring 8 GB with 72 bytes of data is refused before
+  // anything is allocated.
+  const std::string oom = std::string(LOOM_SOURCE_DIR) + "/tests/fuzz/crashes/onnx-oom-declared-size";
+  EXPECT_EQ(error_of([&] { onnx::load_onnx(oom); }),
+            "ONNX " + oom + ": expected raw_data of 8388607992 bytes for 'c.weight' "
+            "(2, 1048575999), got 72");
   EXPECT_EQ(error_of([] { onnx::load_onnx("/nonexistent/m.onnx"); }),
             "ONNX /nonexistent/m.onnx: expected a readable file, got none");
 }
