@@ -389,12 +389,12 @@ class Reader {
   }
 
   const Shape& shape(int k) {
-    ir::AbstractPtr a = args_.at(k) ? abstract_of(args_[k]) : nullptr;
+    ir::AbstractPtr a = abstract_of(arg(k));
     if (!a || !a->is_tensor() || !a->has_rank()) unsupported("expected input " + std::to_string(k) + " of known rank");
     return a->shape();
   }
   DType dtype(int k) {
-    ir::AbstractPtr a = args_.at(k) ? abstract_of(args_[k]) : nullptr;
+    ir::AbstractPtr a = abstract_of(arg(k));
     if (!a || !a->is_tensor()) unsupported("expected input " + std::to_string(k) + " to be a tensor");
     return a->dtype();
   }
@@ -708,8 +708,10 @@ class Reader {
       const ShapeValue s = shape_in(0);
       const Def& id = def(in_name(1), where_);
       std::optional<Tensor> idx = constant_of(in_name(1), where_);
-      if (!id.shape && !idx) unsupported("expected constant indices");
-      const ShapeValue is = id.shape ? *id.shape : *shape_value_of(*idx);
+      std::optional<ShapeValue> indices = id.shape;
+      if (!indices && idx) indices = shape_value_of(*idx);
+      if (!indices) unsupported("expected constant integer indices of rank 0 or 1");
+      const ShapeValue is = *indices;
       ShapeValue r;
       r.scalar = is.scalar;
       for (const auto& i : is.v) {

@@ -209,6 +209,11 @@ TEST(OnnxImport, ProblemsAreOneMessageNamingTheFileAndTheNode) {
   EXPECT_EQ(error_of([&] { onnx::load_onnx(oom); }),
             "ONNX " + oom + ": expected raw_data of 8388607992 bytes for 'c.weight' "
             "(2, 1048575999), got 72");
+  // Found by onnx_fuzz: a Conv with one input (std::out_of_range before).
+  const std::string conv = std::string(LOOM_SOURCE_DIR) + "/tests/fuzz/crashes/onnx-conv-one-input";
+  EXPECT_EQ(error_of([&] { onnx::load_onnx(conv); }),
+            "ONNX " + conv + ": unsupported form of Conv at node '/c/Conv' with inputs "
+            "(<Tensor[Float32], (2, 1, 3, 3)>): expected input 1");
   EXPECT_EQ(error_of([] { onnx::load_onnx("/nonexistent/m.onnx"); }),
             "ONNX /nonexistent/m.onnx: expected a readable file, got none");
 }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# scripts/sanitize.sh [BUILD_DIR] [SANITIZERS]: builds loom with sanitizers in a second build
+# folder (default build-asan, address,undefined; a CPU-only build without the Python package)
+# and runs the unit tests there, leak checking on. Any sanitizer finding aborts its test, which
+# fails. Suppressions: tests/sanitizers/lsan.supp (third-party libraries only). .ci/run calls it
+# after the README's test command; docs/testing.md says what it covers.
+#
+#   scripts/sanitize.sh                      # AddressSanitizer + UndefinedBehaviorSanitizer
+#   scripts/sanitize.sh build-tsan thread    # ThreadSanitizer, the threaded parts' own tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-build-asan}
+san=${2:-address,undefined}
+root=$PWD
+cmake -S . -B "$dir" -G Ninja -DLOOM_SANITIZE="$san" -DLOOM_CUDA=OFF -DLOOM_PYTHON=OFF \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$dir"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0
+export LSAN_OPTIONS=suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+if [[ $san == thread ]]; then
+  # The threaded parts, by their own tests: the thread pool, the reducer's communication thread,
+  # the summary writer, the prefetching iterator.
+  ctest --test-dir "$dir" --output-on-failure -j2 \
+        -R 'ThreadPool|Parallel|Reducer|Summary|Prefetch|runtime/|data/'
+else
+  # The unit tests, MPI ones included; not the slow ones (CI's time budget), nor the Python or
+  # interoperability ones (other processes: Python, MindSpore, TensorBoard).
+  ctest --test-dir "$dir" --output-on-failure -j2 -L 'unit|mpi' -LE 'slow|python|interop'
+fi
