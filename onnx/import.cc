@@ -277,7 +277,9 @@ class Reader {
     }
     ShapeValue s;
     s.scalar = t.shape().empty();
-    for (std::int64_t i = 0; i < t.numel(); ++i) s.push(static_cast<std::int64_t>(t.get(i)));
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+      s.push(t.dtype() == DType::kInt64 ? t.data<std::int64_t>()[i] : t.data<std::int32_t>()[i]);
+    }
     return s;
   }
 
@@ -378,7 +380,10 @@ class Reader {
     std::optional<Tensor> t = constant_of(in_name(k), where_);
     if (!t || is_floating(t->dtype())) unsupported("expected input " + std::to_string(k) + " to be an integer constant");
     Ints out;
-    for (std::int64_t i = 0; i < t->numel(); ++i) out.push_back(static_cast<std::int64_t>(t->get(i)));
+    for (std::int64_t i = 0; i < t->numel(); ++i) {
+      out.push_back(t->dtype() == DType::kInt64 ? t->data<std::int64_t>()[i]
+                                                : static_cast<std::int64_t>(t->get(i)));
+    }
     return out;
   }
   std::optional<double> const_scalar(int k) {

@@ -302,8 +302,14 @@ AbstractPtr infer_concat(const InferContext& c) {
                                shape_to_string(first.shape()) + " and " + shape_to_string(s)));
     }
     const auto a = static_cast<std::size_t>(axis);
-    out[a] = out[a] == ir::kUnknownDim || s[a] == ir::kUnknownDim ? ir::kUnknownDim
-                                                                  : out[a] + s[a];
+    std::int64_t sum = 0;
+    if (out[a] != ir::kUnknownDim && s[a] != ir::kUnknownDim &&
+        __builtin_add_overflow(out[a], s[a], &sum)) {
+      throw ShapeError(c.error("expected the sizes along axis " + std::to_string(axis) +
+                               " to add up within 64 bits, got " + shape_to_string(first.shape()) +
+                               " and " + shape_to_string(s)));
+    }
+    out[a] = out[a] == ir::kUnknownDim || s[a] == ir::kUnknownDim ? ir::kUnknownDim : sum;
   }
   return ir::Abstract::tensor(first.dtype(), out);
 }
