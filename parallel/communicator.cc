@@ -10,8 +10,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <deque>
 #include <iostream>
@@ -97,6 +99,26 @@ std::int64_t now_ns() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+#ifdef LOOM_HAVE_MPI
+// Completes a non-blocking collective without keeping a core busy while a peer is late: MPI_Test
+// in a loop (each call also progresses the collective) for the first kSpinNs, which covers a
+// collective between ranks that arrive together, then one MPI_Test per kNap sleep. A rank waiting
+// for a slow, stopped or hung peer uses a few percent of a core instead of all of it (Open MPI's
+// blocking collectives poll without sleeping). Every collective goes through here.
+// LOOM_PARALLEL_SPIN_MS (read once at init) sets the spinning time.
+std::int64_t g_spin_ns = 20'000'000;  // 20 ms
+constexpr std::chrono::microseconds kNap(500);
+int wait_request(MPI_Request* req) {
+  const std::int64_t start = now_ns();
+  for (;;) {
+    int done = 0;
+    const int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || done) return rc;
+    if (now_ns() - start > g_spin_ns) std::this_thread::sleep_for(kNap);
+  }
+}
+#endif
 
 std::string hostname() {
   char h[256] = {0};
@@ -193,7 +215,9 @@ void reduce_now(Communicator& c, Communicator::Impl& im, PendingReduce& p,
   if (p.deterministic) {
     PendingReduce::Buffer g = im.take(p.bytes * static_cast<std::size_t>(n));
     char* gathered = g.data.get();
-    rc = MPI_Allgather(p.buf.data.get(), count, t, gathered, count, t, MPI_COMM_WORLD);
+    MPI_Request req;
+    rc = MPI_Iallgather(p.buf.data.get(), count, t, gathered, count, t, MPI_COMM_WORLD, &req);
+    if (rc == MPI_SUCCESS) rc = wait_request(&req);
     if (rc == MPI_SUCCESS) {
       if (p.dtype == DType::kFloat32) {
         finish_sum(reinterpret_cast<float*>(p.buf.data.get()),
@@ -206,7 +230,9 @@ void reduce_now(Communicator& c, Communicator::Impl& im, PendingReduce& p,
     }
     im.give(std::move(g));
   } else {
-    rc = MPI_Allreduce(MPI_IN_PLACE, p.buf.data.get(), count, t, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Request req;
+    rc = MPI_Iallreduce(MPI_IN_PLACE, p.buf.data.get(), count, t, MPI_SUM, MPI_COMM_WORLD, &req);
+    if (rc == MPI_SUCCESS) rc = wait_request(&req);
   }
   im.busy_since = 0;
   if (rc != MPI_SUCCESS) {
@@ -264,10 +290,26 @@ std::string local_peer_states(const Communicator::Impl& im) {
   return out;
 }
 
+// The CPU time of this process (every thread), in seconds.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 void watchdog_main(Communicator* c, Communicator::Impl* im) {
+  // Where the current wait was first seen: its start, and the process's CPU time and the clock
+  // then, so that a timeout can say how much of a core the wait used.
+  std::int64_t seen_since = 0, seen_at = 0;
+  double seen_cpu = 0;
   while (!im->watchdog_stop) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const std::int64_t since = im->busy_since;
+    if (since != 0 && since != seen_since) {
+      seen_since = since;
+      seen_at = now_ns();
+      seen_cpu = process_cpu_seconds();
+    }
     if (since != 0) {
       // A peer on this host that no longer exists while we wait for it: name it and stop.
       for (auto [r, pid] : im->local_peers) {
@@ -286,8 +328,13 @@ void watchdog_main(Communicator* c, Communicator::Impl* im) {
       const std::int64_t id = im->busy_id;
       std::string what = id >= 0 ? "all-reduce #" + std::to_string(id) : "a collective";
       const std::string peers = local_peer_states(*im);
+      const double wall = (now_ns() - seen_at) * 1e-9;
+      const double share = wall > 0 ? (process_cpu_seconds() - seen_cpu) / wall : 0;
+      char used[96];
+      std::snprintf(used, sizeof used, " (this rank used %.1f%% of a core while waiting)",
+                    100 * share);
       std::cerr << prefix(c->rank()) << what << " not complete after " << im->timeout << " s; "
-                << (peers.empty() ? "a peer rank has exited, crashed or hung" : peers)
+                << (peers.empty() ? "a peer rank has exited, crashed or hung" : peers) << used
                 << ". Aborting the job." << std::endl;
 #ifdef LOOM_HAVE_MPI
       MPI_Abort(MPI_COMM_WORLD, 3);
@@ -339,8 +386,10 @@ void Communicator::broadcast(Tensor& t, int root) {
 #ifdef LOOM_HAVE_MPI
   drain(*impl_);
   Busy busy(*impl_);
-  LOOM_MPI_CHECK(MPI_Bcast(t.raw_data(), static_cast<int>(t.nbytes()), MPI_BYTE, root,
-                           MPI_COMM_WORLD));
+  MPI_Request req;
+  LOOM_MPI_CHECK(MPI_Ibcast(t.raw_data(), static_cast<int>(t.nbytes()), MPI_BYTE, root,
+                            MPI_COMM_WORLD, &req));
+  LOOM_MPI_CHECK(wait_request(&req));
 #endif
 }
 
@@ -350,9 +399,13 @@ void Communicator::broadcast_bytes(std::string& bytes, int root) {
   drain(*impl_);
   Busy busy(*impl_);
   long long n = static_cast<long long>(bytes.size());
-  LOOM_MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, MPI_COMM_WORLD));
+  MPI_Request req;
+  LOOM_MPI_CHECK(MPI_Ibcast(&n, 1, MPI_LONG_LONG, root, MPI_COMM_WORLD, &req));
+  LOOM_MPI_CHECK(wait_request(&req));
   bytes.resize(static_cast<std::size_t>(n));
-  LOOM_MPI_CHECK(MPI_Bcast(bytes.data(), static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD));
+  LOOM_MPI_CHECK(
+      MPI_Ibcast(bytes.data(), static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD, &req));
+  LOOM_MPI_CHECK(wait_request(&req));
 #endif
 }
 
@@ -372,7 +425,10 @@ std::vector<std::uint64_t> Communicator::all_gather(std::uint64_t x) {
   if (size_ > 1) {
     drain(*impl_);
     Busy busy(*impl_);
-    LOOM_MPI_CHECK(MPI_Allgather(&x, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD));
+    MPI_Request req;
+    LOOM_MPI_CHECK(
+        MPI_Iallgather(&x, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD, &req));
+    LOOM_MPI_CHECK(wait_request(&req));
   }
 #endif
   return out;
@@ -383,7 +439,9 @@ void Communicator::barrier() {
   if (size_ > 1) {
     drain(*impl_);
     Busy busy(*impl_);
-    LOOM_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_Request req;
+    LOOM_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+    LOOM_MPI_CHECK(wait_request(&req));
   }
 #endif
 }
@@ -512,6 +570,11 @@ void init(int* argc, char*** argv, const InitOptions& options) {
   Communicator::Impl& im = *c.impl_;
   im.timeout = options.timeout_seconds;
   if (const char* s = std::getenv("LOOM_PARALLEL_TIMEOUT")) im.timeout = std::atof(s);
+#ifdef LOOM_HAVE_MPI
+  if (const char* s = std::getenv("LOOM_PARALLEL_SPIN_MS")) {
+    g_spin_ns = static_cast<std::int64_t>(std::atof(s) * 1e6);
+  }
+#endif
 #ifdef LOOM_HAVE_MPI
   int inited = 0;
   MPI_Initialized(&inited);
