@@ -19,8 +19,12 @@ if [[ $san == thread ]]; then
 else
   cmake --build "$dir"
 fi
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0
+# fast_unwind_on_malloc=0 and Open MPI's components kept loaded: allocation stacks through the
+# uninstrumented Open MPI are complete and named, so the suppressions can match Open MPI's
+# MPI_Init_thread and MPI_Finalize frames.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0
 export LSAN_OPTIONS=suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0
+export OMPI_MCA_mca_base_component_disable_dlclose=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 if [[ $san == thread ]]; then
