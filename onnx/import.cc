@@ -11,6 +11,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "backends/eager.h"
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "core/passes/infer.h"
@@ -404,6 +405,10 @@ class Reader {
     return a->dtype();
   }
 
+  // A call of `op`; one whose inputs are all constants (not weights) is computed now by the CPU
+  // kernels and becomes a constant (PyTorch writes F.pad's pads as ConstantOfShape, Concat,
+  // Reshape, Slice, Transpose, Cast of constants), when its result is at most kMaxFold elements.
+  static constexpr std::int64_t kMaxFold = 1 << 16;
   Node* emit(const std::string& op, ir::Primitive::Attrs attrs, const std::vector<Node*>& args) {
     ir::PrimitivePtr prim;
     try {
@@ -413,7 +418,21 @@ class Reader {
     }
     ir::CNode* c = graph_->add_call(prim, args);
     c->set_name(unique_name(n_->name().empty() ? n_->output(0) : n_->name()));
-    abstract_of(c);
+    ir::AbstractPtr a = abstract_of(c);
+    const bool constant = std::all_of(args.begin(), args.end(), [](Node* x) { return x->is_value(); });
+    if (constant && a && a->is_tensor() && a->shape_known()) {
+      std::int64_t numel = 1;
+      for (std::int64_t d : a->shape()) numel = d > kMaxFold ? kMaxFold + 1 : std::min(numel * d, kMaxFold + 1);
+      if (numel <= kMaxFold) {
+        std::vector<Value> values;
+        for (Node* x : args) values.push_back(static_cast<ir::ValueNode*>(x)->value());
+        try {
+          return graph_->add_value(backend::run_op(*prim, values));
+        } catch (const Error&) {
+          // not computable now (no kernel for the dtype...): left to run time
+        }
+      }
+    }
     return c;
   }
   Node* scalar_like(int k, double v) {
@@ -586,6 +605,8 @@ class Reader {
       return out(emit("LogSoftmax", {{"axis", Value::i64(axis)}}, {arg(0)}));
     }
     if (op == "Clip") return clip();
+    if (op == "ConstantOfShape") return constant_of_shape();
+    if (op == "Slice") return slice();
     if (op == "Pad") return pad();
     if (op == "LeakyRelu") {
       const double alpha = attr_float("alpha", 0.01);
@@ -746,7 +767,7 @@ class Reader {
     const Ints starts = const_ints(1).value_or(Ints{0});
     const Ints ends = const_ints(2).value_or(Ints{});
     const Ints steps = const_ints(4).value_or(Ints{1});
-    if (starts.size() != 1 || ends.size() != 1 || steps != Ints{1}) unsupported("expected a step-1 slice of a shape");
+    if (starts.size() != 1 || ends.size() != 1 || steps != Ints{1}) return slice();  // as a tensor
     const auto len = static_cast<std::int64_t>(s.v.size());
     auto clampi = [&](std::int64_t v) { return std::clamp(v < 0 ? v + len : v, std::int64_t{0}, len); };
     ShapeValue r;
@@ -956,6 +977,92 @@ class Reader {
       x = emit("Concat", {{"axis", Value::i64(d)}}, parts);
     }
     out(x);
+  }
+
+  // ConstantOfShape(shape) with `value` (a one-element tensor; Float32 0 by default): Fill.
+  void constant_of_shape() {
+    std::optional<Ints> dims = const_ints(0);
+    if (!dims) unsupported("expected a constant shape");
+    for (std::int64_t d : *dims) {
+      if (d < 0) unsupported("expected non-negative dims");
+    }
+    DType dt = DType::kFloat32;
+    double value = 0;
+    if (const AP* v = attr("value")) {
+      const Tensor t = read_tensor(v->t(), what_, n_->output(0));
+      if (t.numel() != 1) unsupported("expected a one-element value");
+      dt = t.dtype();
+      value = t.get(0);
+    }
+    out(emit("Fill", {{"dtype", Value::dtype(dt)}, {"shape", Value::ints(*dims)},
+                      {"value", Value::f64(value)}},
+             {}));
+  }
+
+  // Slice(data, starts, ends[, axes[, steps]]) of a tensor (opset 10+; attributes before):
+  // StridedSlice with ONNX's clamping, the end of a backwards slice past the first element as an
+  // end_mask bit.
+  void slice() {
+    const Shape& x = shape(0);
+    const auto rank = static_cast<std::int64_t>(x.size());
+    std::optional<Ints> starts, ends, axes, steps;
+    if (opset_ >= 10) {
+      starts = const_ints(1);
+      ends = const_ints(2);
+      axes = const_ints(3);
+      steps = const_ints(4);
+    } else {
+      starts = attr_ints("starts");
+      ends = attr_ints("ends");
+      axes = attr_ints("axes");
+    }
+    if (!starts || !ends || starts->size() != ends->size()) {
+      unsupported("expected constant starts and ends of one length");
+    }
+    if (!axes) {
+      axes = Ints();
+      for (std::size_t i = 0; i < starts->size(); ++i) axes->push_back(static_cast<std::int64_t>(i));
+    }
+    if (!steps) steps = Ints(starts->size(), 1);
+    if (axes->size() != starts->size() || steps->size() != starts->size()) {
+      unsupported("expected starts, ends, axes and steps of one length");
+    }
+    Ints begin(static_cast<std::size_t>(rank), 0), end(static_cast<std::size_t>(rank), 0),
+        stride(static_cast<std::size_t>(rank), 1);
+    std::int64_t begin_mask = 0, end_mask = 0;
+    for (std::int64_t d = 0; d < rank; ++d) {  // untouched axes: whole
+      begin_mask |= std::int64_t{1} << d;
+      end_mask |= std::int64_t{1} << d;
+    }
+    const Ints ax = normalize(*axes, rank);
+    for (std::size_t i = 0; i < ax.size(); ++i) {
+      const std::int64_t d = ax[i], dim = x[static_cast<std::size_t>(d)], step = (*steps)[i];
+      if (step == 0) unsupported("a step of 0");
+      if (dim < 0) unsupported("slicing an axis of unknown size");
+      // A negative index counts from the end; one before the first element is -1.
+      auto wrap = [&](std::int64_t v) { return v >= 0 ? v : v < -dim ? -1 : v + dim; };
+      const std::int64_t b = wrap((*starts)[i]), e = wrap((*ends)[i]);
+      const auto u = static_cast<std::size_t>(d);
+      begin_mask &= ~(std::int64_t{1} << d);
+      end_mask &= ~(std::int64_t{1} << d);
+      if (step > 0) {
+        begin[u] = std::clamp<std::int64_t>(b, 0, dim);
+        end[u] = std::clamp<std::int64_t>(e, 0, dim);
+      } else {
+        begin[u] = std::clamp<std::int64_t>(b, 0, dim - 1);
+        end[u] = std::clamp<std::int64_t>(e, -1, dim - 1);
+        if (end[u] < 0) {  // through element 0
+          end_mask |= std::int64_t{1} << d;
+          end[u] = 0;
+        }
+      }
+      stride[u] = step;
+    }
+    out(emit("StridedSlice", {{"begin", Value::ints(begin)}, {"end", Value::ints(end)},
+                              {"strides", Value::ints(stride)},
+                              {"begin_mask", Value::i64(begin_mask)},
+                              {"end_mask", Value::i64(end_mask)}},
+             {arg(0)}));
   }
 
   void clip() {

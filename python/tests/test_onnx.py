@@ -82,6 +82,22 @@ class ViewNet(tnn.Module):
         return torch.log_softmax(self.fc(y.view(y.size(0), -1)), dim=1)
 
 
+class SamePadNet(tnn.Module):
+    """MindSpore's pad_mode "same" in PyTorch (bench/train_vs_torch.py's SameConv2d): F.pad with
+    asymmetric pads (exported as ConstantOfShape, Concat, Reshape, Slice, Transpose, Cast and
+    Pad), a -inf padded max pooling, a backwards slice."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = tnn.Conv2d(2, 4, 3, 2)
+        self.fc = tnn.Linear(4 * 2 * 2, 5)
+
+    def forward(self, x):
+        y = self.conv(F.pad(x, (0, 1, 0, 1)))                     # 8x8 -> 4x4
+        y = F.max_pool2d(F.pad(y, (0, 1, 0, 1), value=float("-inf")), 3, 2)  # -> 2x2
+        return self.fc(torch.flatten(y.flip(1), 1))
+
+
 def randomized(model, seed):
     """The model in inference mode with BatchNorm statistics that are not the initial ones."""
     torch.manual_seed(seed)
@@ -120,6 +136,7 @@ MODELS = {
     "mlp": (MLP, (20,)),
     "resnet18": (ResNet18, (3, 32, 32)),
     "viewnet": (ViewNet, (1, 8, 8)),
+    "samepad": (SamePadNet, (2, 8, 8)),
 }
 
 
@@ -138,7 +155,7 @@ def exported(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("name", ["mlp", "resnet18", "resnet18_folded", "viewnet"])
+@pytest.mark.parametrize("name", ["mlp", "resnet18", "resnet18_folded", "viewnet", "samepad"])
 def test_outputs_equal_pytorchs_at_any_batch_size(exported, name):
     model, path, shape = exported[name]
     cell = loom.nn.GraphCell(lio.load(path))
@@ -167,7 +184,7 @@ def loss_fn(net):
     return lambda x, labels: ce(net(x), labels)
 
 
-@pytest.mark.parametrize("name", ["mlp", "resnet18", "viewnet"])
+@pytest.mark.parametrize("name", ["mlp", "resnet18", "viewnet", "samepad"])
 def test_gradients_equal_pytorchs_autograd(exported, name):
     model, path, shape = exported[name]
     net = loom.nn.GraphNet(path)
