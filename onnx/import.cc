@@ -783,13 +783,19 @@ class Reader {
     const Ints kernel = pair_attr("kernel_shape", {w[2], w[3]});
     if (kernel != Ints{w[2], w[3]}) unsupported("kernel_shape differs from the weight's");
     auto [mode, pad] = window_pads();
+    Node* x = arg(0);
+    if (const Padded* p = mode != "same" ? padded(x, 0.0) : nullptr) {
+      x = p->source;  // the zeros go into the convolution's own padding
+      for (std::size_t i = 0; i < 4; ++i) pad[i] += p->pad[i];
+      mode = "pad";
+    }
     Node* y = emit("Conv2D",
                    {{"out_channel", Value::i64(w[0])}, {"kernel_size", Value::ints(kernel)},
                     {"pad_mode", Value::string(mode)}, {"pad", Value::ints(pad)},
                     {"stride", Value::ints(pair_attr("strides", {1, 1}))},
                     {"dilation", Value::ints(pair_attr("dilations", {1, 1}))},
                     {"group", Value::i64(attr_int("group", 1))}},
-                   {arg(0), arg(1)});
+                   {x, arg(1)});
     if (has_input(2)) y = emit("BiasAdd", {}, {y, arg(2)});
     out(y);
   }
@@ -829,12 +835,26 @@ class Reader {
       unsupported("count_include_pad 1 with pads (loom averages only the elements inside x)");
     }
     const Ints kernel = pair_attr("kernel_shape", {});
+    Node* x = arg(0);
+    // -inf padding before a max pooling is the pooling's own PAD window, while each pad stays
+    // below the kernel (a window always holds an element of x).
+    if (const Padded* p = max && mode != "same" && kernel.size() == 2
+                              ? padded(x, -std::numeric_limits<double>::infinity())
+                              : nullptr) {
+      Ints sum = pad;
+      for (std::size_t i = 0; i < 4; ++i) sum[i] += p->pad[i];
+      if (sum[0] < kernel[0] && sum[1] < kernel[0] && sum[2] < kernel[1] && sum[3] < kernel[1]) {
+        x = p->source;
+        pad = sum;
+        mode = "pad";
+      }
+    }
     out(emit(max ? "MaxPool" : "AvgPool",
              {{"kernel_size", Value::ints(kernel)},
               {"strides", Value::ints(pair_attr("strides", {1, 1}))},
               {"pad_mode", Value::string(mode == "pad" ? "PAD" : mode == "same" ? "SAME" : "VALID")},
               {"pad", Value::ints(pad)}},
-             {arg(0)}));
+             {x}));
   }
 
   void batch_norm() {
@@ -954,6 +974,19 @@ class Reader {
     }
     Node* x = arg(0);
     const std::size_t n = axes.size();
+    // H and W padding of (N, C, H, W): remembered, so that a Conv (zeros) or MaxPool (-inf) that
+    // reads the result takes the pads into its own window instead (PyTorch's F.pad before a conv).
+    Ints hw = {0, 0, 0, 0};  // top, bottom, left, right
+    bool spatial_only = rank == 4;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t d = axes[i], lo = pads[i], hi = pads[n + i];
+      if (d < 2 && (lo != 0 || hi != 0)) spatial_only = false;
+      if (d >= 2 && rank == 4) {
+        hw[static_cast<std::size_t>(2 * (d - 2))] = lo;
+        hw[static_cast<std::size_t>(2 * (d - 2) + 1)] = hi;
+      }
+    }
+    Node* source = x;
     for (std::size_t i = 0; i < n; ++i) {
       const std::int64_t d = axes[i], lo = pads[i], hi = pads[n + i];
       if (lo < 0 || hi < 0) unsupported("negative pads (cropping) are not supported");
@@ -976,7 +1009,20 @@ class Reader {
       if (hi > 0) parts.push_back(block(hi));
       x = emit("Concat", {{"axis", Value::i64(d)}}, parts);
     }
+    if (spatial_only && x != source) padded_[x] = Padded{source, hw, value};
     out(x);
+  }
+
+  // A Pad's source and H, W pads when `x` is such a Pad's result with the given value, else null.
+  struct Padded {
+    Node* source;
+    Ints pad;  // top, bottom, left, right
+    double value;
+  };
+  std::unordered_map<const Node*, Padded> padded_;
+  const Padded* padded(Node* x, double value) const {
+    auto it = padded_.find(x);
+    return it != padded_.end() && it->second.value == value ? &it->second : nullptr;
   }
 
   // ConstantOfShape(shape) with `value` (a one-element tensor; Float32 0 by default): Fill.
