@@ -109,12 +109,14 @@ class GraphCell {
   /// parameters are the inputs, the rest weights with their values as defaults, named as in
   /// `params`), the file's description of its inputs and outputs, its op counts and producer.
   struct Parts {
-    std::unique_ptr<ir::Module> module;
-    ir::FuncGraph* graph = nullptr;
-    std::vector<TensorInfo> inputs, outputs;
-    std::vector<std::pair<std::string, Tensor>> params;
-    std::map<std::string, std::size_t> op_counts;
-    std::string producer, model_version;
+    std::unique_ptr<ir::Module> module;  ///< owns the graph
+    ir::FuncGraph* graph = nullptr;      ///< the model's graph, inferred
+    std::vector<TensorInfo> inputs;      ///< the graph inputs, as the file describes them
+    std::vector<TensorInfo> outputs;     ///< the graph outputs, as the file describes them
+    std::vector<std::pair<std::string, Tensor>> params;  ///< the weights, in graph order
+    std::map<std::string, std::size_t> op_counts;        ///< the file's ops with counts
+    std::string producer;                ///< the file's producer name
+    std::string model_version;           ///< the file's model (or producer) version
   };
   /// A GraphCell over a graph another reader built (onnx::load_onnx).
   static GraphCell from_parts(Parts parts);

@@ -195,7 +195,6 @@ class Reader {
       define(in.name(), p);
       parts.inputs.push_back({in.name(), dt, shape});
     }
-    num_inputs_ = parts.inputs.size();
     for (const auto& n : g.node()) {
       for (const auto& i : n.input()) used_names_.insert(i);
     }
@@ -1132,7 +1131,6 @@ class Reader {
   std::string what_;
   std::int64_t opset_ = 0;
   ir::FuncGraph* graph_ = nullptr;
-  std::size_t num_inputs_ = 0;
   std::unordered_map<std::string, const TP*> initializers_;
   std::unordered_map<std::string, Def> defs_;
   std::set<std::string> used_;        // graph node and parameter names

@@ -92,6 +92,18 @@ class Attention(nn.Cell):
         return self.dropout(self.gelu(self.bmm(a, q)))
 
 
+def randomize_bn(net, seed):
+    """Non-trivial BatchNorm statistics and affine parameters (the initial ones hide mistakes)."""
+    rng = np.random.default_rng(seed)
+    for name, p in net.parameters_and_names():
+        v = p.asnumpy()
+        if "moving_variance" in name or "gamma" in name:
+            p.set_data(ms.Tensor(rng.uniform(0.5, 1.5, v.shape).astype(np.float32)))
+        elif "moving_mean" in name or "beta" in name:
+            p.set_data(ms.Tensor(rng.uniform(-0.3, 0.3, v.shape).astype(np.float32)))
+    return net
+
+
 class InvertedResidual(nn.Cell):
     """MobileNetV2's block: 1x1 expansion, depthwise 3x3, 1x1 projection, BatchNorm and ReLU6,
     the residual Add; moving statistics and affine parameters made non-trivial."""
@@ -104,13 +116,7 @@ class InvertedResidual(nn.Cell):
             nn.Conv2d(h, h, 3, group=h, pad_mode="pad", padding=1, has_bias=False),
             nn.BatchNorm2d(h), nn.ReLU6(),
             nn.Conv2d(h, c, 1, has_bias=False), nn.BatchNorm2d(c)])
-        rng = np.random.default_rng(3)
-        for name, p in self.parameters_and_names():
-            v = p.asnumpy()
-            if "moving_variance" in name or "gamma" in name:
-                p.set_data(ms.Tensor(rng.uniform(0.5, 1.5, v.shape).astype(np.float32)))
-            elif "moving_mean" in name or "beta" in name:
-                p.set_data(ms.Tensor(rng.uniform(-0.3, 0.3, v.shape).astype(np.float32)))
+        randomize_bn(self, 3)
 
     def construct(self, x):
         return x + self.conv(x)
@@ -131,18 +137,6 @@ class VGGHead(nn.Cell):
 
     def construct(self, x):
         return self.classifier(self.features(x))
-
-
-def randomize_bn(net, seed):
-    """Non-trivial BatchNorm statistics and affine parameters (the initial ones hide mistakes)."""
-    rng = np.random.default_rng(seed)
-    for name, p in net.parameters_and_names():
-        v = p.asnumpy()
-        if "moving_variance" in name or "gamma" in name:
-            p.set_data(ms.Tensor(rng.uniform(0.5, 1.5, v.shape).astype(np.float32)))
-        elif "moving_mean" in name or "beta" in name:
-            p.set_data(ms.Tensor(rng.uniform(-0.3, 0.3, v.shape).astype(np.float32)))
-    return net
 
 
 def conv_bn(cin, cout, k, stride=1, group=1, act=nn.ReLU):
