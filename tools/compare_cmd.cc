@@ -42,8 +42,9 @@ constexpr char kCompareHelp[] =
     "  --rank R         the rank_R folder when a dump holds several\n"
     "  --all            print every row (default: the first 20 and the failing rows)\n"
     "  -h, --help       this text\n"
-    "Exit status: 0 every compared tensor passes; 1 some tensor fails; 2 usage error or bad\n"
-    "input (missing or malformed dump, truncated .npy, bad mapping, no tensor in common).\n";
+    "Exit status (as every loom command): 0 every compared tensor passes; 3 some tensor fails;\n"
+    "1 bad input (missing or malformed dump, truncated .npy, bad mapping, no tensor in common);\n"
+    "2 usage error (an unknown option, a bad value, a missing argument).\n";
 
 constexpr std::size_t kHeadRows = 20;     // rows shown from the start
 constexpr std::size_t kMoreFailing = 20;  // failing rows shown after those
@@ -209,7 +210,7 @@ int run_compare(const std::string& a_path, const std::string& b_path,
   }
   if (csv) std::cout << "csv: " << *csv << " (" << r.rows.size() << " rows)\n";
   std::cout << debug::summary_line(r) << "\n";
-  return r.failed() > 0 ? 1 : 0;
+  return r.failed() > 0 ? 3 : 0;
 }
 
 }  // namespace
@@ -266,11 +267,11 @@ int compare_command(const std::vector<std::string>& args) {
   } catch (const Error& e) {
     std::cout << std::flush;
     std::cerr << "loom compare: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {  // std::bad_alloc...: still a message and status 2
+    return 1;
+  } catch (const std::exception& e) {  // std::bad_alloc...: still a message and status 1
     std::cout << std::flush;
     std::cerr << "loom compare: " << e.what() << "\n";
-    return 2;
+    return 1;
   }
 }
 

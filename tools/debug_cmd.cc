@@ -46,8 +46,9 @@ constexpr char kDebugHelp[] =
     "  --watch SPEC  the conditions (repeatable: the specs are joined)\n"
     "  --rank R      the rank_R folder when the dump holds several\n"
     "  -h, --help    this text\n"
-    "Exit status: 0 checked, no hit; 1 hits found; 2 usage error or bad input (a malformed\n"
-    "spec, a missing or malformed dump, an unreadable .npy).\n";
+    "Exit status (as every loom command): 0 checked, no hit; 3 hits found; 1 bad input (a\n"
+    "missing or malformed dump, an unreadable .npy); 2 usage error (a malformed spec, an unknown\n"
+    "option).\n";
 
 int usage(const std::string& message) {
   std::cerr << "loom debug: " << message << "\n(see `loom debug --help`)\n";
@@ -66,8 +67,8 @@ std::string iteration_span(const std::set<std::int64_t>& its) {
          std::to_string(its.size()) + ")";
 }
 
-int watch(const std::string& dir, std::optional<int> rank, const std::string& spec) {
-  const std::vector<debug::WatchCondition> conditions = debug::parse_watch_spec(spec);
+int watch(const std::string& dir, std::optional<int> rank,
+          const std::vector<debug::WatchCondition>& conditions) {
   const debug::DumpDir dump = debug::open_dump(dir, rank);
 
   std::map<std::int64_t, std::set<std::int64_t>> iterations;
@@ -107,7 +108,7 @@ int watch(const std::string& dir, std::optional<int> rank, const std::string& sp
   std::cout << " in " << r.tensors << " files read, " << r.checks << " checks; not checked: "
             << r.not_checked_non_finite << " with NaN/Inf, " << r.not_checked_no_previous
             << " without a previous iteration\n";
-  return r.hits.empty() ? 0 : 1;
+  return r.hits.empty() ? 0 : 3;
 }
 
 }  // namespace
@@ -150,16 +151,23 @@ int debug_command(const std::vector<std::string>& args) {
                               : "expected one dump folder, got " + std::to_string(dirs.size()));
   }
   if (!watch_given) return usage("expected --watch SPEC (the conditions to check)");
+  std::vector<debug::WatchCondition> conditions;
   try {
-    return watch(dirs[0], rank, spec);
+    conditions = debug::parse_watch_spec(spec);  // a malformed spec is a usage error
+  } catch (const Error& e) {
+    std::cerr << "loom debug: " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    return watch(dirs[0], rank, conditions);
   } catch (const Error& e) {
     std::cout << std::flush;
     std::cerr << "loom debug: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {  // std::bad_alloc...: still a message and status 2
+    return 1;
+  } catch (const std::exception& e) {  // std::bad_alloc...: still a message and status 1
     std::cout << std::flush;
     std::cerr << "loom debug: " << dirs[0] << ": " << e.what() << "\n";
-    return 2;
+    return 1;
   }
 }
 

@@ -38,8 +38,8 @@ constexpr char kProfileHelp[] =
     "  --top N    how many nodes to list (default 10; 0: none)\n"
     "  --csv      print the tables as CSV, each after a \"# title\" line\n"
     "  -h, --help this text\n"
-    "Exit status: 0; 2 on a usage error or bad input (missing folder, missing or malformed\n"
-    "file; the message names it).\n";
+    "Exit status (as every loom command): 0; 1 on bad input (a missing folder, a missing or\n"
+    "malformed file; the message names it); 2 on a usage error.\n";
 
 constexpr std::int64_t kDefaultTop = 10;
 
@@ -401,11 +401,11 @@ int profile_command(const std::vector<std::string>& args) {
   } catch (const Error& e) {
     std::cout << std::flush;
     std::cerr << "loom profile: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {  // std::bad_alloc...: still a message and status 2
+    return 1;
+  } catch (const std::exception& e) {  // std::bad_alloc...: still a message and status 1
     std::cout << std::flush;
     std::cerr << "loom profile: " << e.what() << "\n";
-    return 2;
+    return 1;
   }
 }
 

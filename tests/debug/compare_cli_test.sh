@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `loom compare A B` on dumps written by NumPy (compare_make_dumps.py): exit 0 with every tensor
-# passing and the summary line for identical dumps and for a float64 reference; exit 1 naming
+# passing and the summary line for identical dumps and for a float64 reference; exit 3 naming
 # the first failing node in A's execution order for a perturbed tensor, a NaN, a shape mismatch;
-# exit 2 with a message naming the file for a missing folder, a truncated .npy, a stray file, a bad
-# mapping, no tensor in common, a usage error. The --csv file parses with Python's csv module and
+# exit 1 with a message naming the file for a missing folder, a truncated .npy, a stray file, a bad
+# mapping, no tensor in common; exit 2 for a usage error (every loom command's convention). The --csv file parses with Python's csv module and
 # has msprobe's columns.
 # Usage: compare_cli_test.sh LOOM MAKE_DUMPS_PY
 # Skips (77) when no python3 with NumPy is found.
@@ -71,9 +71,9 @@ expect 0 "$d/ref" "$d/f64"
   fail "float64 summary: $(last_line)"
 grep -q "dtype Float32 vs Float64" "$tmp/out" || fail "no dtype note"
 
-# One tensor off: exit 1, and the first failing node by A's execution order is ReLU-op1 (the
+# One tensor off: exit 3, and the first failing node by A's execution order is ReLU-op1 (the
 # flipped MatMulGrad-op2 was written earlier but runs later).
-expect 1 "$d/ref" "$d/perturbed" --csv "$tmp/perturbed.csv"
+expect 3 "$d/ref" "$d/perturbed" --csv "$tmp/perturbed.csv"
 [ "$(last_line)" = "compared 12 tensors: 10 passed, 2 failed; 0 only in A, 0 only in B" ] ||
   fail "perturbed summary: $(last_line)"
 first="first failing node (A's execution order): ReLU ReLU-op1, full name Net/relu/ReLU-op1"
@@ -90,15 +90,15 @@ assert float(relu["MaxAbsErr"]) == 2.0, relu
 assert relu["Cell"] == "Net/relu/ReLU" and relu["Line"] == "4", relu
 EOF
 
-# NaN in B where A has none: N/A, exit 1.
-expect 1 "$d/ref" "$d/nan"
+# NaN in B where A has none: N/A, exit 3.
+expect 3 "$d/ref" "$d/nan"
 grep -q "^first failing node (A's execution order): MatMul MatMul-op0" "$tmp/out" ||
   fail "NaN: first failing node"
 grep -q "NaN/Inf at different positions (A: 0 NaN, 0 Inf; B: 1 NaN, 0 Inf)" "$tmp/out" ||
   fail "NaN: message"
 
-# A shape mismatch: exit 1.
-expect 1 "$d/ref" "$d/shape"
+# A shape mismatch: exit 3.
+expect 3 "$d/ref" "$d/shape"
 grep -q "FAIL (Unmatched)  shape (2, 4) vs (8)" "$tmp/out" || { cat "$tmp/out"; fail "shape row"; }
 
 # Foreign names through a mapping.
@@ -111,24 +111,24 @@ expect 0 "$d/ref" "$d/same" --iteration 1 --all
 [ "$(last_line)" = "compared 6 tensors: 6 passed, 0 failed; 0 only in A, 0 only in B" ] ||
   fail "--iteration summary: $(last_line)"
 
-# Bad input: exit 2 and a message naming what is wrong.
-expect 2 "$d/ref" "$tmp/none"
+# Bad input: exit 1 and a message naming what is wrong; usage errors: exit 2.
+expect 1 "$d/ref" "$tmp/none"
 grep -q "^loom compare: open_dump: expected a dump folder, got '$tmp/none' (no such file" \
   "$tmp/err" || { cat "$tmp/err"; fail "missing folder message"; }
 mkdir "$tmp/empty"
-expect 2 "$tmp/empty" "$d/ref"
+expect 1 "$tmp/empty" "$d/ref"
 grep -q "got an empty folder" "$tmp/err" || fail "empty folder message"
-expect 2 "$d/ref" "$d/truncated"
+expect 1 "$d/ref" "$d/truncated"
 truncated="$d/truncated/rank_0/Net/0/0/ReLU.ReLU-op1.*\.npy"
 grep -q "^loom compare: $truncated: expected 32 bytes of data" "$tmp/err" ||
   { cat "$tmp/err"; fail "truncated .npy message"; }
-expect 2 "$d/ref" "$d/stray"
+expect 1 "$d/ref" "$d/stray"
 grep -q "$d/stray/rank_0/Net/0/1/notes.txt': expected a tensor file named" "$tmp/err" ||
   fail "stray file message"
 echo '{"relu.output.0": ' > "$tmp/bad.json"
-expect 2 "$d/ref" "$d/foreign" --mapping "$tmp/bad.json"
+expect 1 "$d/ref" "$d/foreign" --mapping "$tmp/bad.json"
 grep -q "^loom compare: $tmp/bad.json: expected a JSON object" "$tmp/err" || fail "bad mapping"
-expect 2 "$d/ref" "$d/same" --graph 3
+expect 1 "$d/ref" "$d/same" --graph 3
 grep -q "^loom compare: compare: expected tensors in common between A '$d/ref' (no tensors) and B" \
   "$tmp/err" || fail "nothing in common"
 expect 2 "$d/ref"

@@ -6,7 +6,7 @@
 # the steps after the compiling one with each phase's % of the step, the op-type rows (GFLOP/s and
 # % of peak where FLOPs are counted, else GB/s) and the top nodes with role, Cell and file:line;
 # --top N and --csv; on two ranks where rank 1's steps have much more work than rank 0's, the
-# slowest-rank rows and the last line name rank 1. Exit 2 with the file named for a missing
+# slowest-rank rows and the last line name rank 1. Exit 1 with the file named for a missing
 # folder, a rank with a file missing, a malformed CSV, an op table in the earlier layout; exit 2
 # on usage errors.
 # Usage: profile_show_test.sh LOOM
@@ -137,22 +137,22 @@ show 0 show "$two" --rank 1
 has "profile $two: model lenet, 2 ranks (tables below: rank 1), 4 threads"
 has "step breakdown, rank 1 (ms; a step runs from its begin to its end, the data wait before it excluded)"
 
-# --- bad input: exit 2, the file named -------------------------------------------------------------
-show 2 show "$tmp/none"
+# --- bad input: exit 1, the file named; usage: exit 2 --------------------------------------------------------
+show 1 show "$tmp/none"
 error_is "loom profile: profile '$tmp/none': expected a profile folder (loom train --profile DIR writes one), got nothing at that path"
 rm "$two/step_trace_1.csv"
-show 2 show "$two"
+show 1 show "$two"
 error_is "loom profile: profile '$two/step_trace_1.csv': expected this file of rank 1 beside profile_info_1.json, got no such file"
 printf 'step,start\n1,0\n' > "$one/step_trace_0.csv"
-show 2 show "$one"
+show 1 show "$one"
 error_is "loom profile: profile '$one/step_trace_0.csv': line 1: expected the column 'interval' in the header (step,start,interval,total,data_wait,compile,forward,backward,optimizer,communication,communication_wait,host_overhead,rss_mib,plan_peak_mib), got 'step,start'"
 write_rank "$one" 0 1 900 3000 3100
 # An op-type table in the earlier layout (µs, proportion in % of the steps): refused by its header.
 printf 'op_type,type_occurrences,total_time,proportion,avg_time,flops,gflops_per_s,peak_percent,bytes,gb_per_s\nReLU,12,600,2,50,0,,,4800000,8\n' > "$one/cpu_op_type_info_0.csv"
-show 2 show "$one"
+show 1 show "$one"
 error_is "loom profile: profile '$one/cpu_op_type_info_0.csv': line 1: expected the column 'execution_frequency(per-step)' in the header (op_type,type_occurrences,execution_frequency(per-step),total_compute_time,avg_time(ms),percent,step_percent,flops,gflops_per_s,peak_percent,bytes,gb_per_s), got 'op_type,type_occurrences,total_time,proportion,avg_time,flops,gflops_per_s,peak_percent,bytes,gb_per_s'"
 write_rank "$one" 0 1 900 3000 3100
-show 2 show "$one" --rank 1
+show 1 show "$one" --rank 1
 error_is "loom profile: profile '$one': expected a rank from 0 to 0, got 1"
 
 # --- usage -------------------------------------------------------------------------------------
