@@ -490,6 +490,8 @@ Checkpoint parse_checkpoint(const void* data_ptr, std::size_t size, const std::s
     }
     at += len;
     const std::string vplace = place + " ('" + v.tag() + "')";
+    // A parameter needs a name (save_checkpoint refuses an empty one; found by checkpoint_fuzz).
+    if (v.tag().empty()) throw error(place + ": expected the entry to have a name, got an empty tag");
     if (v.has_maptensor()) {
       throw error(vplace + ": map tensors (MapParameter) are not supported");
     }

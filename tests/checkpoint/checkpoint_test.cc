@@ -225,6 +225,21 @@ TEST(Checkpoint, ReaderErrorsNameTheEntryAndTheProblem) {
             "than its first chunk");
 }
 
+// Found by checkpoint_fuzz (the CI smoke run): an entry with an empty tag loaded, and the round
+// trip failed on save_checkpoint's refusal of an empty name. The reader refuses it now.
+TEST(Checkpoint, AnEmptyTagIsAFormatError) {
+  std::ifstream in(std::string(LOOM_SOURCE_DIR) + "/tests/fuzz/crashes/ckpt-empty-tag",
+                   std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    parse_checkpoint(bytes.data(), bytes.size(), "e.ckpt");
+    FAIL() << "expected a FormatError";
+  } catch (const FormatError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "e.ckpt: entry #2 at byte 80: expected the entry to have a name, got an empty tag");
+  }
+}
+
 // The fuzz seeds were written by a few lines of Python from the field numbers alone (an
 // independent writer): each loads, and the crc seed passes crc_check.
 TEST(Checkpoint, FuzzSeedsLoad) {
