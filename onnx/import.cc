@@ -73,10 +73,6 @@ Tensor read_tensor(const TP& t, const std::string& what, const std::string& who)
     numel *= d;
   }
   const auto n = static_cast<std::size_t>(numel);
-  auto count_error = [&](std::size_t got, const char* field) {
-    fail(what, "expected " + std::to_string(n) + " values in " + field + " of '" + who + "' " +
-                   shape_to_string(shape) + ", got " + std::to_string(got));
-  };
   // Sizes are checked against the data present before anything is allocated.
   const std::size_t nbytes = n * dtype_size(*dt);
   if (t.has_raw_data()) {
@@ -89,15 +85,15 @@ Tensor read_tensor(const TP& t, const std::string& what, const std::string& who)
     if (n > 0) std::memcpy(out.raw_data(), t.raw_data().data(), nbytes);
     return out;
   }
-  const std::size_t present = *dt == DType::kFloat32   ? t.float_data_size()
-                              : *dt == DType::kFloat64 ? t.double_data_size()
-                              : *dt == DType::kInt64   ? t.int64_data_size()
-                                                       : t.int32_data_size();
+  // The typed field of the data type: FLOAT, DOUBLE and INT64 their own, the rest int32_data.
+  const auto [present, field] =
+      *dt == DType::kFloat32   ? std::pair<std::size_t, const char*>(t.float_data_size(), "float_data")
+      : *dt == DType::kFloat64 ? std::pair<std::size_t, const char*>(t.double_data_size(), "double_data")
+      : *dt == DType::kInt64   ? std::pair<std::size_t, const char*>(t.int64_data_size(), "int64_data")
+                               : std::pair<std::size_t, const char*>(t.int32_data_size(), "int32_data");
   if (present != n) {
-    count_error(present, *dt == DType::kFloat32   ? "float_data"
-                         : *dt == DType::kFloat64 ? "double_data"
-                         : *dt == DType::kInt64   ? "int64_data"
-                                                  : "int32_data");
+    fail(what, "expected " + std::to_string(n) + " values in " + field + " of '" + who + "' " +
+                   shape_to_string(shape) + ", got " + std::to_string(present));
   }
   Tensor out(*dt, shape);
   switch (*dt) {
@@ -1050,6 +1046,7 @@ class Reader {
   void slice() {
     const Shape& x = shape(0);
     const auto rank = static_cast<std::int64_t>(x.size());
+    if (rank > 62) unsupported("a rank above 62 (StridedSlice's masks are 64-bit)");
     std::optional<Ints> starts, ends, axes, steps;
     if (opset_ >= 10) {
       starts = const_ints(1);

@@ -7,7 +7,6 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -154,9 +153,7 @@ class GradFunction {
         w.push_back(grads.elements().at(1).elements().at(static_cast<std::size_t>(slot_[i])));
       } else {
         const Tensor& v = wanted_[i].param->value;
-        Tensor z(v.dtype(), v.shape());
-        std::memset(z.raw_data(), 0, z.nbytes());
-        w.push_back(ir::Value::tensor(z));
+        w.push_back(ir::Value::tensor(Tensor(v.dtype(), v.shape())));  // zero-filled
       }
     }
     ir::Value both = ir::Value::tuple({in, ir::Value::tuple(std::move(w))});

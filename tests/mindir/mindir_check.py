@@ -19,7 +19,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn
 
-from mindspore_ops_check import MobileNetV2, ResNet50, VGG16  # noqa: E402  (this folder)
+from mindspore_ops_check import MobileNetV2, ResNet50, VGG16, randomize_bn  # noqa: E402
 
 TOL = 1e-5
 
@@ -66,16 +66,6 @@ class SmallResNet(nn.Cell):
         return self.sm(self.fc(z))
 
 
-def randomize_bn(net, rng):
-    """Non-trivial BatchNorm statistics and affine parameters (the rest keeps MindSpore's init)."""
-    for name, p in net.parameters_and_names():
-        v = p.asnumpy()
-        if "moving_variance" in name or "gamma" in name:
-            p.set_data(ms.Tensor(rng.uniform(0.5, 1.5, v.shape).astype(np.float32)))
-        elif "moving_mean" in name or "beta" in name:
-            p.set_data(ms.Tensor(rng.uniform(-0.3, 0.3, v.shape).astype(np.float32)))
-
-
 def loom(tool, *args):
     r = subprocess.run([tool, *args], capture_output=True, text=True)
     if r.returncode != 0:
@@ -91,6 +81,20 @@ def ms_run(path, x):
 def ms_eval(net, x):
     net.set_train(False)
     return net(ms.Tensor(x)).asnumpy()
+
+
+def ms_to_loom(tool, tmp, name, net, x, xp, rng):
+    """`net` with randomized BatchNorm, exported by MindSpore (MINDIR, and a checkpoint) and run
+    by `loom run`: checks loom's outputs against MindSpore's; returns (stem, ok)."""
+    randomize_bn(net, rng)
+    net.set_train(False)
+    want = net(ms.Tensor(x)).asnumpy()
+    stem = os.path.join(tmp, name + "_ms")
+    ms.export(net, ms.Tensor(x), file_name=stem, file_format="MINDIR")
+    ms.save_checkpoint(net, stem + ".ckpt")
+    yp = os.path.join(tmp, name + "_ms_y.npy")
+    loom(tool, "run", stem + ".mindir", xp, yp)
+    return stem, check(name + ": MindSpore export -> loom GraphCell", np.load(yp), want)
 
 
 def check(label, got, want):
@@ -179,15 +183,8 @@ def main():
         loom(tool, "export", name, path, xp, yp)
         ok &= check(name + ": loom export -> MindSpore GraphCell", ms_run(path, x), np.load(yp))
         # MindSpore -> loom
-        net = cls()
-        randomize_bn(net, rng)
-        net.set_train(False)
-        want = net(ms.Tensor(x)).asnumpy()
-        stem = os.path.join(tmp, name + "_ms")
-        ms.export(net, ms.Tensor(x), file_name=stem, file_format="MINDIR")
-        yp2 = os.path.join(tmp, name + "_ms_y.npy")
-        loom(tool, "run", stem + ".mindir", xp, yp2)
-        ok &= check(name + ": MindSpore export -> loom GraphCell", np.load(yp2), want)
+        stem, good = ms_to_loom(tool, tmp, name, cls(), x, xp, rng)
+        ok &= good
         ok &= finetune_roundtrip(tool, tmp, name, cls, stem, x, xp)
     # MindSpore-only networks: exported by MindSpore, run in loom, fine-tuned in loom and loaded
     # back into MindSpore.
@@ -201,16 +198,8 @@ def main():
         xp = os.path.join(tmp, name + "_x.npy")
         np.save(xp, x)
         ms.set_seed(1)
-        net = cls()
-        randomize_bn(net, rng)
-        net.set_train(False)
-        want = net(ms.Tensor(x)).asnumpy()
-        stem = os.path.join(tmp, name + "_ms")
-        ms.export(net, ms.Tensor(x), file_name=stem, file_format="MINDIR")
-        ms.save_checkpoint(net, stem + ".ckpt")
-        yp2 = os.path.join(tmp, name + "_ms_y.npy")
-        loom(tool, "run", stem + ".mindir", xp, yp2)
-        ok &= check(name + ": MindSpore export -> loom GraphCell", np.load(yp2), want)
+        stem, good = ms_to_loom(tool, tmp, name, cls(), x, xp, rng)
+        ok &= good
         ok &= finetune_roundtrip(tool, tmp, name, cls, stem, x, xp, stem + ".ckpt", lr)
     if not ok:
         raise SystemExit("FAILED")

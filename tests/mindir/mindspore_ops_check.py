@@ -93,8 +93,9 @@ class Attention(nn.Cell):
 
 
 def randomize_bn(net, seed):
-    """Non-trivial BatchNorm statistics and affine parameters (the initial ones hide mistakes)."""
-    rng = np.random.default_rng(seed)
+    """Non-trivial BatchNorm statistics and affine parameters (the initial ones hide mistakes);
+    `seed` an int or a numpy Generator to draw from."""
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     for name, p in net.parameters_and_names():
         v = p.asnumpy()
         if "moving_variance" in name or "gamma" in name:
