@@ -6,7 +6,10 @@
 // data as cuBLASLt's first operand and A's as its second. prepare() describes the product and asks
 // cublasLtMatmulAlgoGetHeuristic for an algorithm once per node, twice: one assuming 16-byte
 // aligned pointers, one assuming only element alignment (tensors that are views at odd offsets);
-// a launch takes the first when its pointers allow. The workspace is the larger of the two
+// a launch takes the first when its pointers allow. The aligned one is timed, as the
+// convolutions' are (LOOM_CUBLASLT_SEARCH; not in deterministic mode): the heuristic's first 8
+// candidates run on temporary buffers and the fastest wins, once per product shape in the
+// process. The workspace is the larger of the two
 // algorithms' needs (within kWorkspaceBudget), planned with the node; the descriptors are rebuilt
 // on the stack at each launch (cublasLt*Init: no allocation, no state shared between launches).
 // Float32 runs with CUBLAS_COMPUTE_32F (strict FP32, no TF32), Float64 with CUBLAS_COMPUTE_64F.
@@ -24,10 +27,15 @@
 // heuristic offers no algorithm with the epilogue, a plain GEMM is followed by loom's bias and
 // activation kernel (the CPU's arithmetic: v < 0 ? 0 : v, and ReLU6's clamp).
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/gpu/cuda.h"
@@ -136,11 +144,140 @@ struct Descs {
   }
 };
 
-// The best algorithm for the plan's descriptors when every pointer is aligned to `alignment`
-// bytes; false when cuBLASLt offers none. The bias pointer stands in as `alignment` itself: the
+// LOOM_CUBLASLT_SEARCH: unset, the candidates are timed except in deterministic mode (timings
+// vary between processes, and so would the choice and the bits); 0, the heuristic's first
+// candidate always; 1, the timing in deterministic mode too.
+bool search_on(bool deterministic) {
+  static const int mode = [] {
+    const char* v = std::getenv("LOOM_CUBLASLT_SEARCH");
+    if (v == nullptr || *v == '\0') return -1;
+    return std::string(v) == "0" ? 0 : 1;
+  }();
+  return mode == 1 || (mode == -1 && !deterministic);
+}
+
+// A product as cuBLASLt sees it, and the device: the search cache's key.
+using SearchKey = std::array<int64_t, 14>;
+SearchKey search_key(int device, const GemmPlan& p) {
+  return {device, static_cast<int64_t>(p.dtype), p.ta ? 1 : 0, p.tb ? 1 : 0, p.m, p.n, p.k,
+          p.batch, p.stride_a, p.stride_b, p.stride_c, static_cast<int64_t>(p.epilogue),
+          static_cast<int64_t>(kFastAlignment), 0};
+}
+
+struct GemmSearchCache {
+  std::mutex mutex;
+  std::map<SearchKey, std::pair<cublasLtMatmulAlgo_t, std::size_t>> results;
+};
+GemmSearchCache& gemm_search_cache() {
+  static GemmSearchCache cache;
+  return cache;
+}
+
+// The elements one operand of a strided batch spans.
+std::size_t span_elements(int64_t matrix, int64_t stride, int64_t batch) {
+  return static_cast<std::size_t>(std::max<int64_t>(1, matrix + stride * (batch - 1)));
+}
+
+// Times the heuristic's candidates for 16-byte aligned pointers on temporary buffers of the
+// plan's sizes (zeros; a warm-up launch, then 3 launches between two events, on the backend's
+// stream) and keeps the fastest: for LeNet's small products cuBLASLt's first candidate often
+// splits k and adds a reduction launch that a plain kernel does not need. false, choosing
+// nothing, where a buffer cannot be had or no candidate ran.
+bool time_candidates(const CudaContext& ctx, const GemmPlan& p,
+                     const cublasLtMatmulHeuristicResult_t* results, int returned,
+                     cublasLtMatmulAlgo_t& algo, std::size_t& bytes) {
+  const SearchKey key = search_key(ctx.device_index, p);
+  {
+    GemmSearchCache& cache = gemm_search_cache();
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    const auto it = cache.results.find(key);
+    if (it != cache.results.end()) {
+      algo = it->second.first;
+      bytes = it->second.second;
+      return true;
+    }
+  }
+  const std::size_t elem = dtype_size(p.dtype);
+  std::size_t ws_bytes = 0;
+  for (int i = 0; i < returned; ++i) ws_bytes = std::max(ws_bytes, results[i].workspaceSize);
+  int best = -1;
+  float best_ms = 0;
+  {
+    const DeviceScope device(ctx.device_index);
+    if (!device.ok()) return false;
+    SearchBuffers buffers(ctx.stream);  // freed, after a synchronization, at the block's end
+    const std::size_t a_bytes = span_elements(p.m * p.k, p.stride_a, p.batch) * elem;
+    const std::size_t b_bytes = span_elements(p.k * p.n, p.stride_b, p.batch) * elem;
+    const std::size_t c_bytes = span_elements(p.m * p.n, p.stride_c, p.batch) * elem;
+    void* a = buffers.get(a_bytes);
+    void* b = buffers.get(b_bytes);
+    void* c = buffers.get(c_bytes);
+    void* bias = buffers.get(static_cast<std::size_t>(p.n) * elem);
+    void* ws = ws_bytes == 0 ? nullptr : buffers.get(ws_bytes);
+    if (a == nullptr || b == nullptr || c == nullptr || bias == nullptr ||
+        (ws_bytes != 0 && ws == nullptr)) {
+      return false;
+    }
+    cudaEvent_t start = nullptr, stop = nullptr;
+    if (cudaMemsetAsync(a, 0, a_bytes, ctx.stream) != cudaSuccess ||
+        cudaMemsetAsync(b, 0, b_bytes, ctx.stream) != cudaSuccess ||
+        cudaMemsetAsync(bias, 0, static_cast<std::size_t>(p.n) * elem, ctx.stream) !=
+            cudaSuccess ||
+        cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
+      cudaGetLastError();
+      if (start != nullptr) cudaEventDestroy(start);
+      return false;
+    }
+    Descs d(p, bias);
+    const double one = 1, zero = 0;
+    const float one_f = 1, zero_f = 0;
+    const void* alpha = p.dtype == DType::kFloat64 ? static_cast<const void*>(&one) : &one_f;
+    const void* beta = p.dtype == DType::kFloat64 ? static_cast<const void*>(&zero) : &zero_f;
+    auto launch = [&](const cublasLtMatmulAlgo_t& candidate) {
+      return cublasLtMatmul(ctx.cublas_lt, &d.op, alpha, b, &d.first, a, &d.second, beta, c,
+                            &d.out, c, &d.out, &candidate, ws, ws_bytes, ctx.stream);
+    };
+    constexpr int kRuns = 3;
+    for (int i = 0; i < returned; ++i) {
+      if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+      if (launch(results[i].algo) != CUBLAS_STATUS_SUCCESS) continue;  // the warm-up
+      cudaEventRecord(start, ctx.stream);
+      bool ran = true;
+      for (int r = 0; r < kRuns && ran; ++r) ran = launch(results[i].algo) == CUBLAS_STATUS_SUCCESS;
+      cudaEventRecord(stop, ctx.stream);
+      float ms = 0;
+      if (!ran || cudaEventSynchronize(stop) != cudaSuccess ||
+          cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
+        cudaGetLastError();
+        continue;
+      }
+      if (best < 0 || ms < best_ms) {
+        best = i;
+        best_ms = ms;
+      }
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    cudaGetLastError();  // a failed candidate leaves no error behind for a later launch check
+  }
+  if (best < 0) return false;
+  algo = results[best].algo;
+  bytes = results[best].workspaceSize;
+  GemmSearchCache& cache = gemm_search_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  const auto& kept = cache.results.emplace(key, std::make_pair(algo, bytes)).first->second;
+  algo = kept.first;  // a concurrent search's result stays
+  bytes = kept.second;
+  return true;
+}
+
+// The algorithm for the plan's descriptors when every pointer is aligned to `alignment` bytes:
+// the fastest of the heuristic's candidates by time_candidates where `timed`, else its first;
+// false when cuBLASLt offers none. The bias pointer stands in as `alignment` itself: the
 // heuristic reads only its alignment, never the memory.
-bool find_algorithm(cublasLtHandle_t handle, const GemmPlan& p, std::uintptr_t alignment,
-                    cublasLtMatmulAlgo_t& algo, std::size_t& bytes) {
+bool find_algorithm(const CudaContext& ctx, const GemmPlan& p, std::uintptr_t alignment,
+                    bool timed, cublasLtMatmulAlgo_t& algo, std::size_t& bytes) {
+  const cublasLtHandle_t handle = ctx.cublas_lt;
   Descs d(p, reinterpret_cast<const void*>(alignment));
   cublasLtMatmulPreferenceOpaque_t pref;
   LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceInit(&pref));
@@ -153,25 +290,32 @@ bool find_algorithm(cublasLtHandle_t handle, const GemmPlan& p, std::uintptr_t a
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(&pref, attr, &align, sizeof align));
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int returned = 0;
   const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle, &d.op, &d.first, &d.second,
-                                                          &d.out, &d.out, &pref, 1, &result,
+                                                          &d.out, &d.out, &pref,
+                                                          timed ? kCandidates : 1, results,
                                                           &returned);
   if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE || returned == 0 ||
-      result.state != CUBLAS_STATUS_SUCCESS) {
+      results[0].state != CUBLAS_STATUS_SUCCESS) {
     return false;
   }
   LOOM_CUBLAS_CHECK(s);
-  algo = result.algo;
-  bytes = result.workspaceSize;
+  if (timed && returned > 1 && time_candidates(ctx, p, results, returned, algo, bytes)) {
+    return true;
+  }
+  algo = results[0].algo;
+  bytes = results[0].workspaceSize;
   return true;
 }
 
-// Chooses both algorithms; false when cuBLASLt has none for element-aligned pointers.
-bool choose_algorithms(cublasLtHandle_t handle, GemmPlan& p) {
-  if (!find_algorithm(handle, p, dtype_size(p.dtype), p.any, p.any_bytes)) return false;
-  p.has_fast = find_algorithm(handle, p, kFastAlignment, p.fast, p.fast_bytes);
+// Chooses both algorithms (the aligned one timed, LOOM_CUBLASLT_SEARCH); false when cuBLASLt has
+// none for element-aligned pointers.
+bool choose_algorithms(const CudaContext& ctx, GemmPlan& p) {
+  if (!find_algorithm(ctx, p, dtype_size(p.dtype), false, p.any, p.any_bytes)) return false;
+  p.has_fast = find_algorithm(ctx, p, kFastAlignment, search_on(ctx.deterministic()), p.fast,
+                              p.fast_bytes);
   return true;
 }
 
@@ -196,20 +340,20 @@ std::string product_text(const GemmPlan& p) {
 // epilogue, when declined, becomes loom's bias kernel.
 Prepared finish(const PrepareContext& c, std::shared_ptr<GemmPlan> p) {
   if (p->empty || p->zero_k) return {std::move(p), 0};
-  const cublasLtHandle_t handle = context(c).cublas_lt;
-  bool ok = choose_algorithms(handle, *p);
+  const CudaContext& ctx = context(c);
+  bool ok = choose_algorithms(ctx, *p);
   if (!ok && p->epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
     p->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     p->kernel_bias = true;
     p->kernel_act = p->act;
-    ok = choose_algorithms(handle, *p);
+    ok = choose_algorithms(ctx, *p);
   }
   if (!ok && p->batch > 1) {
     p->loops.push_back({p->batch, p->stride_a, p->stride_b, p->stride_c});
     p->calls *= p->batch;
     p->batch = 1;
     p->stride_a = p->stride_b = p->stride_c = 0;
-    ok = choose_algorithms(handle, *p);
+    ok = choose_algorithms(ctx, *p);
   }
   if (!ok) {
     throw InternalError(c.prim.name() + ": cuBLASLt offers no algorithm for " + product_text(*p));

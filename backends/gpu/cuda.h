@@ -15,8 +15,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backends/gpu/libraries.h"  // cuBLAS, cuBLASLt and cuDNN, loaded at their first call
 #include "backends/kernel.h"
@@ -75,6 +77,57 @@ inline unsigned blocks(std::int64_t n) {
   const std::int64_t b = (n + kThreads - 1) / kThreads;
   return static_cast<unsigned>(b < 1 ? 1 : (b > 262140 ? 262140 : b));
 }
+
+// The device memory of one algorithm search (the prepare-time timing of cuDNN's and cuBLASLt's
+// candidates): cudaMalloc'd on demand; freed on every path once the stream's work (the timed
+// runs) has finished.
+class SearchBuffers {
+ public:
+  explicit SearchBuffers(cudaStream_t stream) : stream_(stream) {}
+  SearchBuffers(const SearchBuffers&) = delete;
+  SearchBuffers& operator=(const SearchBuffers&) = delete;
+  ~SearchBuffers() {
+    if (owned_.empty()) return;
+    cudaStreamSynchronize(stream_);
+    for (void* q : owned_) cudaFree(q);
+  }
+  // `bytes` (at least 1) of device memory; nullptr when the allocation fails (the error cleared).
+  void* get(std::size_t bytes) {
+    void* q = nullptr;
+    if (cudaMalloc(&q, std::max<std::size_t>(bytes, 1)) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    owned_.push_back(q);
+    return q;
+  }
+
+ private:
+  cudaStream_t stream_;
+  std::vector<void*> owned_;
+};
+
+// Makes `device` current for a scope (a search's cudaMalloc / cudaFree), then restores the
+// previous one; ok() is false where CUDA refused.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    ok_ = cudaGetDevice(&previous_) == cudaSuccess &&
+          (previous_ == device || cudaSetDevice(device) == cudaSuccess);
+    if (!ok_) cudaGetLastError();
+    restore_ = ok_ && previous_ != device;
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  ~DeviceScope() {
+    if (restore_) cudaSetDevice(previous_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  int previous_ = 0;
+  bool ok_ = false, restore_ = false;
+};
 
 // The kernel families (backends/gpu/*.cu), registered by the CUDA backend.
 void register_elementwise_kernels(KernelRegistry& r);  // elementwise, fused chains, array ops

@@ -289,56 +289,6 @@ SearchCache& search_cache() {
   return cache;
 }
 
-// The device memory of one search: cudaMalloc'd on demand; freed on every path once the stream's
-// work (the timed runs) has finished.
-class SearchBuffers {
- public:
-  explicit SearchBuffers(cudaStream_t stream) : stream_(stream) {}
-  SearchBuffers(const SearchBuffers&) = delete;
-  SearchBuffers& operator=(const SearchBuffers&) = delete;
-  ~SearchBuffers() {
-    if (owned_.empty()) return;
-    cudaStreamSynchronize(stream_);
-    for (void* q : owned_) cudaFree(q);
-  }
-  // `bytes` (at least 1) of device memory; nullptr when the allocation fails (the error cleared).
-  void* get(std::size_t bytes) {
-    void* q = nullptr;
-    if (cudaMalloc(&q, std::max<std::size_t>(bytes, 1)) != cudaSuccess) {
-      cudaGetLastError();
-      return nullptr;
-    }
-    owned_.push_back(q);
-    return q;
-  }
-
- private:
-  cudaStream_t stream_;
-  std::vector<void*> owned_;
-};
-
-// Makes `device` current for a scope (a search's cudaMalloc / cudaFree), then restores the
-// previous one; ok() is false where CUDA refused.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    ok_ = cudaGetDevice(&previous_) == cudaSuccess &&
-          (previous_ == device || cudaSetDevice(device) == cudaSuccess);
-    if (!ok_) cudaGetLastError();
-    restore_ = ok_ && previous_ != device;
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-  ~DeviceScope() {
-    if (restore_) cudaSetDevice(previous_);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  int previous_ = 0;
-  bool ok_ = false, restore_ = false;
-};
-
 // Picks from cudnnFind*AlgorithmEx's timed results: the fastest that succeeded, is usable and
 // deterministic when asked, needs at most `limit` bytes of workspace by the search's report and
 // by the workspace query (the larger of the two is kept).
@@ -925,6 +875,37 @@ __global__ void max_pool_grad_kernel(PoolGeometryI<I> g, const int64_t* arg, con
   }
 }
 
+// MaxPoolGrad where the windows do not overlap (kernel <= stride on both axes: LeNet's 2x2,
+// stride 2): a thread per window finds its winner (window_argmax, as above: the same winner) and
+// writes the window's cell of dx, the stride-sized block of input rows and columns that starts
+// with the window (the first cell from row and column 0, the last to the image's end, so that
+// the cells tile the image): 0 + dout at the winner, 0 elsewhere. One launch that reads x and
+// writes dx once, instead of a winners launch and a gradient launch.
+template <typename T, typename I>
+__global__ void max_pool_grad_disjoint_kernel(PoolGeometryI<I> g, const T* x, const T* dout,
+                                              T* dx, I windows) {
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < windows;
+       i += static_cast<I>(blockDim.x) * gridDim.x) {
+    const I ox = i % g.ow;
+    const I t = i / g.ow;
+    const I oy = t % g.oh;
+    const I p = t / g.oh;
+    const T* plane = x + p * g.h * g.w;
+    const I best = window_argmax(plane, g.w, window_of(g, oy, ox));
+    const T v = T(0) + dout[i];
+    const I y0 = oy == 0 ? I(0) : oy * g.sh - g.pad_top;
+    const I y1 = oy == g.oh - 1 ? g.h : std::min(g.h, (oy + 1) * g.sh - g.pad_top);
+    const I x0 = ox == 0 ? I(0) : ox * g.sw - g.pad_left;
+    const I x1 = ox == g.ow - 1 ? g.w : std::min(g.w, (ox + 1) * g.sw - g.pad_left);
+    T* out = dx + p * g.h * g.w;
+    for (I iy = y0; iy < y1; ++iy) {
+      for (I ix = x0; ix < x1; ++ix) out[iy * g.w + ix] = iy * g.w + ix == best ? v : T(0);
+    }
+  }
+}
+
+bool windows_disjoint(const PoolGeometry& g) { return g.kh <= g.sh && g.kw <= g.sw; }
+
 // Launches max_pool_kernel in 32-bit indices where the geometry allows.
 template <typename T, int kMode>
 void launch_max_pool(const PoolGeometry& g, const T* x, const T* grad, T* y, int64_t* arg,
@@ -994,8 +975,9 @@ template <bool kPooledIsInput2, bool kWinners>
 Prepared prepare_pool(const PrepareContext& c) {
   const Shape& pooled = kPooledIsInput2 ? c.inputs[2].shape : c.outputs[0].shape;
   auto plan = std::make_shared<PoolPlan>(PoolPlan{pool_geometry(c.prim, c.inputs[0].shape, pooled)});
-  const std::size_t winners =
-      kWinners ? static_cast<std::size_t>(shape_numel(pooled)) * sizeof(int64_t) : 0;
+  const std::size_t winners = kWinners && !windows_disjoint(plan->g)
+                                  ? static_cast<std::size_t>(shape_numel(pooled)) * sizeof(int64_t)
+                                  : 0;
   return {std::move(plan), winners == 0 ? 0 : round_up(winners) + kAlign};
 }
 
@@ -1016,6 +998,25 @@ void max_pool_grad(const KernelContext& k) {
   const int64_t pooled = k.in(2).numel();
   const int64_t total = k.out(0).numel();
   if (total == 0) return;
+  if (windows_disjoint(g)) {
+    if (pooled == 0) {  // no window: no cell either
+      LOOM_CUDA_CHECK(cudaMemsetAsync(k.out(0).data<T>(), 0, k.out(0).nbytes(), stream));
+      return;
+    }
+    auto launch = [&](auto index) {
+      using I = decltype(index);
+      max_pool_grad_disjoint_kernel<T, I><<<blocks(pooled), kThreads, 0, stream>>>(
+          narrow<I>(g), k.in(0).data<T>(), k.in(2).data<T>(), k.out(0).data<T>(),
+          static_cast<I>(pooled));
+      check_launch();
+    };
+    if (fits32(g)) {
+      launch(int{});
+    } else {
+      launch(int64_t{});
+    }
+    return;
+  }
   int64_t* arg = nullptr;
   if (pooled > 0) {
     arg = reinterpret_cast<int64_t*>(

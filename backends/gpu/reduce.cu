@@ -9,7 +9,10 @@
 // kept axes merge, size-1 axes drop out, and the innermost reduced run goes first. A stage whose
 // reduced rows are contiguous (inner == 1) gives each output to one warp (each lane a strided
 // share of the run, then a fixed shuffle tree); otherwise each output column goes to one thread,
-// which walks the rows in order with the neighbouring columns read by the neighbouring threads.
+// which walks the rows in order with the neighbouring columns read by the neighbouring threads;
+// where those threads would be few (under 16,384: a bias gradient's 6 or 120 columns), a block of
+// 32 warps takes 32 columns, each warp every 32nd row, and the warps' partials are combined in
+// warp order.
 // A long extent with too few outputs to fill the GPU is cut into chunks whose count depends only
 // on the shape; the chunks' partials, laid out (outer, chunks, inner) in the node's workspace,
 // are reduced by the next stage. Float32 and Float64 sums are accumulated in double (partials
@@ -47,6 +50,7 @@ constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+__device__ __forceinline__ int64_t ceil_div_device(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Blocks for `items` warps of work (kThreads / 32 warps a block).
 unsigned warp_blocks(int64_t items) { return blocks(items * kWarp); }
@@ -203,6 +207,53 @@ __global__ void reduce_cols_kernel(const In* x, Out* y, int64_t outer, int64_t e
   }
 }
 
+// The same stage with few outputs (a bias gradient: 6 channels over 256 rows): a block per 32
+// columns of an (o, c) item, its kColumnGroups warps walking the rows r ≡ group (mod
+// kColumnGroups) in order, lane j reading column j (neighbouring columns, neighbouring lanes),
+// then the groups' partials combined in group order. The order depends only on the shape.
+constexpr int kColumnGroups = 32;
+template <typename T, typename Op, typename In, typename Out, bool kLoad, bool kFinish>
+__global__ void reduce_cols_block_kernel(const In* x, Out* y, int64_t outer, int64_t extent,
+                                         int64_t inner, int64_t rows, int64_t chunks,
+                                         int64_t count) {
+  using Acc = typename Op::Acc;
+  __shared__ Acc part[kColumnGroups][kWarp + 1];
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  const int group = static_cast<int>(threadIdx.x / kWarp);
+  const int64_t tiles = ceil_div_device(inner, kWarp);
+  const int64_t items = outer * chunks * tiles;
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const int64_t tile = item % tiles;
+    const int64_t oc = item / tiles;
+    const int64_t o = oc / chunks, c = oc % chunks;
+    const int64_t j = tile * kWarp + lane;
+    const int64_t first = c * rows;
+    const int64_t last = first + rows < extent ? first + rows : extent;
+    Acc acc = Op::identity();
+    if (j < inner) {
+      const In* p = x + o * extent * inner + j;
+      for (int64_t r = first + group; r < last; r += kColumnGroups) {
+        if constexpr (kLoad) {
+          acc = Op::combine(acc, Op::load(p[r * inner]));
+        } else {
+          acc = Op::combine(acc, p[r * inner]);
+        }
+      }
+    }
+    part[group][lane] = acc;
+    __syncthreads();
+    if (group == 0 && j < inner) {
+      for (int g = 1; g < kColumnGroups; ++g) acc = Op::combine(acc, part[g][lane]);
+      if constexpr (kFinish) {
+        y[oc * inner + j] = Op::finish(acc, count);
+      } else {
+        y[oc * inner + j] = acc;
+      }
+    }
+    __syncthreads();
+  }
+}
+
 // Every output element the reduction of nothing (an input with a zero-sized reduced axis).
 template <typename T, typename Op>
 __global__ void reduce_empty_kernel(T* y, int64_t n, int64_t count) {
@@ -350,6 +401,12 @@ void launch_stage(const Stage& s, const In* x, Out* y, int64_t count, cudaStream
     const int64_t items = s.outer * s.chunks;
     reduce_rows_kernel<T, Op, In, Out, kLoad, kFinish><<<warp_blocks(items), kThreads, 0, stream>>>(
         x, y, items, s.extent, s.rows, s.chunks, count);
+  } else if (s.rows >= kColumnGroups && s.outer * s.chunks * s.inner < kTargetThreads / 4) {
+    // Too few columns for a thread each to keep the GPU busy through a long walk.
+    const int64_t items = s.outer * s.chunks * ceil_div(s.inner, kWarp);
+    reduce_cols_block_kernel<T, Op, In, Out, kLoad, kFinish>
+        <<<static_cast<unsigned>(std::min<int64_t>(items, 65535)), kWarp * kColumnGroups, 0,
+           stream>>>(x, y, s.outer, s.extent, s.inner, s.rows, s.chunks, count);
   } else {
     reduce_cols_kernel<T, Op, In, Out, kLoad, kFinish>
         <<<blocks(s.outer * s.chunks * s.inner), kThreads, 0, stream>>>(

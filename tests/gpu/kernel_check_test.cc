@@ -321,6 +321,21 @@ std::vector<OpCase> large_cases() {
       {.name = "lenet_fc1_input_grad", .op = "MatMul",
        .inputs = {normal({256, 120}), normal({120, 400})}},
       {.name = "lenet_bias_grad", .op = "BiasAddGrad", .inputs = {normal({256, 120})}},
+      // A convolution's bias gradient: 6 columns over 256 rows after the rows stage (the block
+      // column kernel), and a column stage narrower than a warp.
+      {.name = "lenet_conv_bias_grad", .op = "BiasAddGrad", .inputs = {normal({256, 6, 28, 28})}},
+      {.name = "reduce_sum_narrow_cols", .op = "ReduceSum", .attrs = {{"axis", Value::ints({0})}},
+       .inputs = {normal({200, 5, 3})}},
+      // Disjoint windows that leave the last row and column uncovered (their gradient is 0).
+      {.name = "maxpool_grad_uncovered", .op = "MaxPoolGrad", .attrs = pool2,
+       .inputs = {distinct({4, 3, 7, 7}), normal({4, 3, 3, 3}), normal({4, 3, 3, 3})}},
+      // Disjoint windows with gaps between them (kernel 2, stride 3), and with explicit pads.
+      {.name = "maxpool_grad_gaps", .op = "MaxPoolGrad",
+       .attrs = pool_attrs({2, 2}, {3, 3}, "VALID"),
+       .inputs = {distinct({2, 2, 8, 8}), normal({2, 2, 3, 3}), normal({2, 2, 3, 3})}},
+      {.name = "maxpool_grad_disjoint_pad", .op = "MaxPoolGrad",
+       .attrs = with(pool_attrs({2, 2}, {2, 2}, "PAD"), "pad", Value::ints({1, 0, 1, 0})),
+       .inputs = {distinct({2, 2, 5, 5}), normal({2, 2, 3, 3}), normal({2, 2, 3, 3})}},
       {.name = "lenet_loss", .op = "SparseSoftmaxCrossEntropyWithLogits",
        .inputs = {normal({256, 10}), labels({256}, 10)}},
       {.name = "lenet_loss_grad", .op = "SparseSoftmaxCrossEntropyWithLogits",
