@@ -27,8 +27,11 @@
 #      images/s at batch 32 and 256);
 #   8. profile_r18: ResNet-18 batch 256, steps 3-5 profiled (--profile), `loom profile show`;
 #   9. profiles: LeNet-5 batch 256 and ResNet-50 224x224 batch 128 profiled with the memory plan;
-#  10. nsys_lenet: where Nsight Systems is installed, the kernels of LeNet's step at batch 256,
-#      loom's and PyTorch's CUDA graph (skipped, 77, without nsys);
+#  10. kernels_lenet (run after the benchmark): the kernels of LeNet's step at batch 256 and 32,
+#      loom's and PyTorch's CUDA graph, each kernel's time per step: Nsight Systems where it is
+#      installed, else CUPTI (bench/cupti_kernels.cc, compiled there; skipped, 77, with neither);
+#      gemm_search: LeNet's step with cuBLASLt's candidates timed (the default) and with its
+#      heuristic's first (LOOM_CUBLASLT_SEARCH=0);
 #  11. modes: LeNet in PyNative on the GPU and the CPU, and two ranks sharing the GPU (mpirun).
 # LOOM_GPU_CHECK_STEPS="kernel_check profile_r18" runs only the steps named there (after the
 # unpacking, library and machine steps, which always run); LOOM_GPU_CHECK_BENCH="lenet:256
@@ -395,33 +398,92 @@ profiles() {
   "$WORK/loom" profile show "$OUT/prof_r50_224" --top 25
 }
 
-# Where Nsight Systems is installed: the kernels of LeNet-5's step at batch 256 (loom_bench_train,
-# the batch resident on the GPU) and of PyTorch's CUDA-graph step, each kernel's total and mean
-# time (nsys's cuda_gpu_kern_sum, graph nodes traced one by one).
-nsys_lenet() {
-  local nsys
-  nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys \
-         2>/dev/null | head -1)
-  [[ -n $nsys ]] || { echo "no nsys on this machine"; return 77; }
-  echo "== $nsys"
-  local t=/tmp/loom_nsys
-  mkdir -p $t
-  "$nsys" profile -t cuda --cuda-graph-trace=node --force-overwrite true -o $t/loom \
-    "$WORK/loom_bench_train" --model lenet --batch 256 --device GPU --steps 200 --repeats 1 \
-    --warmup 5 >/dev/null || return 1
-  "$nsys" stats --report cuda_gpu_kern_sum --format table $t/loom.nsys-rep | cut -c1-200 |
-    head -45
-  "$nsys" profile -t cuda --cuda-graph-trace=node --force-overwrite true -o $t/torch python3 -c '
+# cuBLASLt's candidates timed at prepare (the default) against its heuristic's first
+# (LOOM_CUBLASLT_SEARCH=0): LeNet's step at batch 32 and 256, two rounds in turn.
+gemm_search() {
+  local round batch mode r
+  for round in 1 2; do
+    for batch in 32 256; do
+      for mode in "" 0; do
+        r=$(LOOM_CUBLASLT_SEARCH=$mode "$WORK/loom_bench_train" --model lenet --batch $batch \
+            --steps 2000 --device GPU --repeats 1 --warmup 50 2>&1 | tail -n 1) || return 1
+        echo "  round $round, lenet $batch, LOOM_CUBLASLT_SEARCH=${mode:-(unset)}: $r"
+      done
+    done
+  done
+}
+
+# The kernels of LeNet-5's step at batch 256 and 32 (loom_bench_train, the batch resident on the
+# GPU) and of PyTorch's CUDA-graph step, each kernel's time per step: through Nsight Systems
+# where it is installed (cuda_gpu_kern_sum, graph nodes traced one by one), else through CUPTI
+# (bench/cupti_kernels.cc, compiled here against the machine's CUPTI and loaded into each
+# program by CUDA_INJECTION64_PATH: the replays' span, the kernels' busy time, each kernel).
+torch_lenet='
 import sys; sys.path.insert(0, sys.argv[1])
 import torch
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cudnn.benchmark = True
 from gpu_vs_torch import TorchTrainer
-print(TorchTrainer("lenet", 256, graphed=True).images_per_s(200, warmup=10))' "$ROOT/bench" \
-    >/dev/null || return 1
-  "$nsys" stats --report cuda_gpu_kern_sum --format table $t/torch.nsys-rep | cut -c1-200 |
-    head -45
+print(TorchTrainer("lenet", int(sys.argv[2]), graphed=True).images_per_s(200, warmup=10))'
+
+# Where CUPTI's header, its library and CUDA's driver header are (the toolkit's extras, the
+# toolkit's include, the Python packages nvidia-*), one per line: "include lib cuda_include".
+find_cupti() {
+  local roots=(/usr/local/cuda /usr/local/cuda-*)
+  local py
+  py=$(python3 -c 'import nvidia, sys; print(" ".join(nvidia.__path__))' 2>/dev/null) &&
+    roots+=($py)
+  local h lib cuda_h
+  h=$(find -H "${roots[@]}" -maxdepth 5 -name cupti_activity.h 2>/dev/null | head -1)
+  lib=$(find -H "${roots[@]}" -maxdepth 5 -name 'libcupti.so*' 2>/dev/null | sort | head -1)
+  cuda_h=$(find -H "${roots[@]}" -maxdepth 4 -name cuda.h -path '*include*' 2>/dev/null | head -1)
+  [[ -n $h && -n $lib && -n $cuda_h ]] || return 1
+  echo "$(dirname "$h") $lib $(dirname "$cuda_h")"
+}
+
+kernels_lenet() {
+  local nsys
+  nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys \
+         2>/dev/null | head -1)
+  local t=/tmp/loom_kernels
+  mkdir -p $t
+  local b
+  if [[ -n $nsys ]]; then
+    echo "== $nsys"
+    for b in 256 32; do
+      "$nsys" profile -t cuda --cuda-graph-trace=node --force-overwrite true -o $t/loom$b \
+        "$WORK/loom_bench_train" --model lenet --batch $b --device GPU --steps 200 --repeats 1 \
+        --warmup 5 >/dev/null || return 1
+      echo "== loom, LeNet-5 batch $b"
+      "$nsys" stats --report cuda_gpu_kern_sum --format table $t/loom$b.nsys-rep | cut -c1-200 |
+        head -45
+      "$nsys" profile -t cuda --cuda-graph-trace=node --force-overwrite true -o $t/torch$b \
+        python3 -c "$torch_lenet" "$ROOT/bench" $b >/dev/null || return 1
+      echo "== PyTorch (CUDA graph), LeNet-5 batch $b"
+      "$nsys" stats --report cuda_gpu_kern_sum --format table $t/torch$b.nsys-rep | cut -c1-200 |
+        head -45
+    done
+    return 0
+  fi
+  local found inc lib cuda_inc record
+  found=$(find_cupti) || { echo "no Nsight Systems and no CUPTI on this machine"; return 77; }
+  read -r inc lib cuda_inc <<<"$found"
+  record=$(grep -o 'CUpti_ActivityKernel[0-9]*;' "$inc/cupti_activity.h" | tr -d ';' | sort -V |
+           tail -1)
+  echo "== CUPTI: $inc, $lib ($record); CUDA's header: $cuda_inc"
+  g++ -O2 -shared -fPIC -I"$cuda_inc" -I"$inc" "$ROOT/bench/cupti_kernels.cc" \
+    -DLOOM_CUPTI_KERNEL_RECORD="$record" "$lib" -Wl,-rpath,"$(dirname "$lib")" \
+    -o $t/libcupti_kernels.so || return 1
+  for b in 256 32; do
+    echo "== loom, LeNet-5 batch $b (loom_bench_train --device GPU, CUDA graph)"
+    CUDA_INJECTION64_PATH=$t/libcupti_kernels.so LOOM_CUPTI_TOP=25 "$WORK/loom_bench_train" \
+      --model lenet --batch $b --device GPU --steps 200 --repeats 1 --warmup 5 2>&1 |
+      grep -v '^ *$' | tail -n 32 || return 1
+    echo "== PyTorch (CUDA graph), LeNet-5 batch $b"
+    CUDA_INJECTION64_PATH=$t/libcupti_kernels.so LOOM_CUPTI_TOP=25 \
+      python3 -c "$torch_lenet" "$ROOT/bench" $b 2>&1 | grep -v '^ *$' | tail -n 32 || return 1
+  done
 }
 
 # PyNative on the GPU against the CPU (the same seed: the same weights up to the kernels'
@@ -447,9 +509,9 @@ modes() {
   echo "  1 rank GPU: $r"
 }
 
-export ROOT BUNDLE WORK OUT
+export ROOT BUNDLE WORK OUT torch_lenet
 export -f dexz unpack cuda_lib_dirs find_cuda machine cuda_graphs same_weights recompute combine \
-  profile_r18 profiles nsys_lenet modes
+  profile_r18 profiles find_cupti kernels_lenet gemm_search modes
 
 main() {
   echo "loom GPU check, $(date -u +%FT%TZ), $(uname -n), repository $ROOT"
@@ -482,12 +544,13 @@ main() {
       "$ROOT/bench/gpu_vs_torch.py" --loom "$WORK/loom" --data-dir "$WORK/fashion-mnist" \
       --json "$OUT/bench.json" --budget "$bench_budget" \
       ${LOOM_GPU_CHECK_BENCH:+--configs $LOOM_GPU_CHECK_BENCH}
+    step kernels_lenet 150 kernels_lenet
+    step gemm_search 90 gemm_search
     step cuda_graphs 60 cuda_graphs
     step recompute 120 recompute
     step combine 90 combine
     step profile_r18 60 profile_r18
     step profiles 90 profiles
-    step nsys_lenet 90 nsys_lenet
     step modes 90 modes
   fi
   echo
