@@ -530,6 +530,56 @@ class Recorder:
                         path.replace(".", "/"), f"{name}.forward")))
 
 
+class ReluMasks:
+    """--relu-masks: every ReLU call passes exactly the elements that loom's passed (loom's output
+    of that call > 0, read from the loom dump through the mapping file, PyTorch key -> loom key),
+    instead of the elements whose input here is > 0. An input within float32 rounding of zero
+    can be positive on one side and negative on the other; the gradients behind that ReLU then
+    differ by far more than rounding. Following loom's pattern keeps the comparison about the
+    arithmetic; `flips` counts the elements whose sign here disagreed with loom's."""
+
+    def __init__(self, mapping_file, folder):
+        with open(mapping_file) as f:
+            self.mapping = json.load(f)
+        self.files = {}
+        for name in os.listdir(folder):
+            m = _DUMP_FILE.match(name)
+            if m:
+                self.files[f"{m.group(2)}.{m.group(6)}.{m.group(7)}"] = os.path.join(folder, name)
+        self.counts = {}
+        self.calls = 0
+        self.flips = 0
+        self.handles = []
+
+    def install(self, net):
+        for path, m in hooked_modules(net):
+            if isinstance(m, nn.ReLU):
+                self.handles.append(m.register_forward_hook(self._hook(path)))
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+    def _hook(self, path):
+        def hook(module, inputs, output):
+            n = self.counts.get(path, 0)
+            self.counts[path] = n + 1
+            key = f"{path}.{n}.forward.output.0"
+            loom_key = self.mapping.get(key)
+            if loom_key is None or loom_key not in self.files:
+                raise UsageError(f"--relu-masks: no loom tensor for {key} (mapping: "
+                                     f"{loom_key or 'none'})")
+            passed = torch.from_numpy(np.load(self.files[loom_key]) > 0)
+            x = inputs[0]
+            if tuple(passed.shape) != tuple(x.shape):
+                raise UsageError(f"--relu-masks: {loom_key} has shape {list(passed.shape)}, "
+                                     f"{key} {list(x.shape)}")
+            self.calls += 1
+            self.flips += int(((x > 0) != passed).sum())
+            return x * passed.to(x.dtype)
+        return hook
+
+
 def hooked_modules(net):
     """The modules dumped: every named module except the root and the Sequential containers."""
     return [(name, m) for name, m in net.named_modules()
@@ -568,6 +618,9 @@ def parse_args(argv):
     p.add_argument("--perturb", metavar="NAME[:SCALE]",
                    help="multiply one weight (loom or PyTorch name) by 1+SCALE (default 1e-2)")
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: default)")
+    p.add_argument("--relu-masks", metavar="MAPPING",
+                   help="every ReLU passes the elements loom's passed (its output in --loom-dump, "
+                        "found through this mapping file), not those positive here")
     return p.parse_args(argv)
 
 
@@ -653,6 +706,10 @@ def main(argv=None):
     writer.write("Parameter", args.data_name, "output", 0, data_np)
     writer.write("Parameter", args.label_name, "output", 0, label_np)
 
+    masks = None
+    if args.relu_masks:  # installed first: the recorder then sees the masked outputs
+        masks = ReluMasks(args.relu_masks, batch_dir)
+        masks.install(net)
     rec = Recorder(writer, inputs_too=not args.outputs_only)
     rec.install(hooked_modules(net) + [("loss_fn", loss_fn)])
     logits = net(x)
@@ -660,6 +717,8 @@ def main(argv=None):
     rec.parameter_gradient_hooks()
     loss.backward()
     rec.remove()
+    if masks:
+        masks.remove()
 
     for tname, p in net.named_parameters():
         if p.grad is None:
@@ -677,6 +736,7 @@ def main(argv=None):
         "graph": args.graph,
         "iteration": args.iteration,
         "perturb": perturbed,
+        "relu_masks": {"calls": masks.calls, "sign_flips": masks.flips} if masks else None,
         "loss": float(loss.item()),
         "names": {"torch_to_loom": names},
         "calls": rec.calls,
@@ -684,7 +744,9 @@ def main(argv=None):
     writer.finish(metadata)
     print(f"torch_reference: {args.model}, {'float64' if args.float64 else 'float32'}, loss "
           f"{loss.item():.6f}, {len(writer.keys)} tensors in {writer.folder}"
-          + (f" ({perturbed['name']} x (1+{perturbed['scale']:g}))" if perturbed else ""))
+          + (f" ({perturbed['name']} x (1+{perturbed['scale']:g}))" if perturbed else "")
+          + (f"; loom's ReLU patterns in {masks.calls} calls, {masks.flips} element(s) of "
+             "another sign here" if masks else ""))
     return 0
 
 
