@@ -1,6 +1,13 @@
 // parallel::init / finalize, the world communicator, its communication thread and watchdog.
 // Built with MPI when LOOM_HAVE_MPI is defined; otherwise every process is rank 0 of size 1.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -86,6 +93,17 @@ struct Communicator::Impl {
   }
   // Peers on this host (rank, pid): the watchdog checks they are alive while a collective waits.
   std::vector<std::pair<int, long>> local_peers;
+  // Peers on other hosts: where each listens (network_probe's socket), for the watchdog to ask
+  // which ones still answer when a collective times out.
+  struct RemotePeer {
+    int rank;
+    long pid;
+    std::string host;
+    int port;
+    std::vector<std::uint32_t> addresses;  // IPv4, network byte order
+  };
+  std::vector<RemotePeer> remote_peers;
+  int probe_fd = -1;  // this rank's listening socket (the kernel answers; nothing accepts)
 };
 
 namespace {
@@ -290,6 +308,132 @@ std::string local_peer_states(const Communicator::Impl& im) {
   return out;
 }
 
+// This rank's answer to the watchdogs of other hosts: a TCP socket listening on every address,
+// which nothing accepts (the kernel completes a connection while the process lives, whatever it
+// is doing). Returns the socket and its port, or -1 where none can be made.
+int listen_for_probes(int* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof a;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 64) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+// This host's IPv4 addresses, loopback left out (at most `max`).
+std::vector<std::uint32_t> host_addresses(std::size_t max) {
+  std::vector<std::uint32_t> out;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (ifaddrs* i = list; i != nullptr && out.size() < max; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    out.push_back(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+std::string ipv4_text(std::uint32_t a) {
+  char t[INET_ADDRSTRLEN] = {0};
+  in_addr in{};
+  in.s_addr = a;
+  inet_ntop(AF_INET, &in, t, sizeof t);
+  return t;
+}
+
+// Asks every peer on another host, all at once, whether it still answers on the network: a TCP
+// connection to its probe socket at each of its addresses, for up to `seconds`. Names the ones
+// that do not: "rank 2 (pid P, host H) does not answer on the network (10.77.0.3:41234: no reply
+// within 2 s)", or "... refuses connections (...): its process has exited" when its host answers
+// for it. "" when every peer answers.
+std::string remote_peer_states(const Communicator::Impl& im, double seconds) {
+  struct Try {
+    std::size_t peer;
+    std::uint32_t address;
+    int fd;
+    int result;  // 1 connected, 0 pending, -1 refused, -2 other error
+  };
+  std::vector<Try> tries;
+  for (std::size_t p = 0; p < im.remote_peers.size(); ++p) {
+    const auto& peer = im.remote_peers[p];
+    for (std::uint32_t address : peer.addresses) {
+      const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (fd < 0) continue;
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<std::uint16_t>(peer.port));
+      a.sin_addr.s_addr = address;
+      int result = 0;
+      if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+        result = 1;
+      } else if (errno == ECONNREFUSED) {
+        result = -1;
+      } else if (errno != EINPROGRESS) {
+        result = -2;
+      }
+      tries.push_back({p, address, fd, result});
+    }
+  }
+  const std::int64_t deadline = now_ns() + static_cast<std::int64_t>(seconds * 1e9);
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<std::size_t> which;
+    for (std::size_t i = 0; i < tries.size(); ++i) {
+      if (tries[i].result == 0) {
+        fds.push_back({tries[i].fd, POLLOUT, 0});
+        which.push_back(i);
+      }
+    }
+    const std::int64_t left_ms = (deadline - now_ns()) / 1'000'000;
+    if (fds.empty() || left_ms <= 0) break;
+    if (poll(fds.data(), fds.size(), static_cast<int>(left_ms)) <= 0) continue;
+    for (std::size_t k = 0; k < fds.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      Try& t = tries[which[k]];
+      int err = 0;
+      socklen_t len = sizeof err;
+      getsockopt(t.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      t.result = err == 0 ? 1 : err == ECONNREFUSED ? -1 : -2;
+    }
+  }
+  std::string out;
+  std::size_t silent = 0;
+  for (std::size_t p = 0; p < im.remote_peers.size(); ++p) {
+    const auto& peer = im.remote_peers[p];
+    bool answered = false, refused = false;
+    std::string where;
+    for (const Try& t : tries) {
+      if (t.peer != p) continue;
+      answered |= t.result == 1;
+      refused |= t.result == -1;
+      where += std::string(where.empty() ? "" : ", ") + ipv4_text(t.address) + ":" +
+               std::to_string(peer.port);
+    }
+    if (answered) continue;
+    char within[32];
+    std::snprintf(within, sizeof within, "%g", seconds);
+    out += std::string(out.empty() ? "" : "; ") + "rank " + std::to_string(peer.rank) + " (pid " +
+           std::to_string(peer.pid) + ", host " + peer.host + ") " +
+           (refused ? "refuses connections (" + where + "): its process has exited"
+                    : "does not answer on the network (" + (where.empty() ? "no address" : where) +
+                          ": no reply within " + within + " s)");
+    if (!refused) ++silent;
+  }
+  for (const Try& t : tries) close(t.fd);
+  if (silent > 1 && silent == im.remote_peers.size()) {
+    out += "; no peer on another host answers: this host's own network may be down";
+  }
+  return out;
+}
+
 // The CPU time of this process (every thread), in seconds.
 double process_cpu_seconds() {
   timespec ts{};
@@ -327,7 +471,9 @@ void watchdog_main(Communicator* c, Communicator::Impl* im) {
     if (since != 0 && (now_ns() - since) * 1e-9 > im->timeout) {
       const std::int64_t id = im->busy_id;
       std::string what = id >= 0 ? "all-reduce #" + std::to_string(id) : "a collective";
-      const std::string peers = local_peer_states(*im);
+      std::string peers = local_peer_states(*im);
+      const std::string remote = remote_peer_states(*im, 2.0);
+      if (!remote.empty()) peers += (peers.empty() ? "" : "; ") + remote;
       const double wall = (now_ns() - seen_at) * 1e-9;
       const double share = wall > 0 ? (process_cpu_seconds() - seen_cpu) / wall : 0;
       char used[96];
@@ -611,14 +757,40 @@ void init(int* argc, char*** argv, const InitOptions& options) {
   register_comm_kernels();
 #ifdef LOOM_HAVE_MPI
   if (c.size_ > 1) {
-    // Who runs where: (pid, host hash) of every rank.
+    // Who runs where: every rank's pid, host (its name's hash and the name), probe port and up
+    // to 4 IPv4 addresses.
     const std::string host = hostname();
-    long long mine[2] = {static_cast<long long>(getpid()),
-                         static_cast<long long>(std::hash<std::string>{}(host) >> 1)};
-    std::vector<long long> all(2 * static_cast<std::size_t>(c.size_));
-    MPI_Allgather(mine, 2, MPI_LONG_LONG, all.data(), 2, MPI_LONG_LONG, MPI_COMM_WORLD);
+    constexpr int kAddresses = 4, kFields = 4 + kAddresses, kName = 64;
+    int port = 0;
+    im.probe_fd = listen_for_probes(&port);
+    const std::vector<std::uint32_t> addresses =
+        im.probe_fd >= 0 ? host_addresses(kAddresses) : std::vector<std::uint32_t>{};
+    long long mine[kFields] = {static_cast<long long>(getpid()),
+                               static_cast<long long>(std::hash<std::string>{}(host) >> 1), port,
+                               static_cast<long long>(addresses.size())};
+    for (std::size_t i = 0; i < addresses.size(); ++i) mine[4 + i] = addresses[i];
+    const auto n = static_cast<std::size_t>(c.size_);
+    std::vector<long long> all(kFields * n);
+    MPI_Allgather(mine, kFields, MPI_LONG_LONG, all.data(), kFields, MPI_LONG_LONG, MPI_COMM_WORLD);
+    char my_name[kName] = {0};
+    std::snprintf(my_name, sizeof my_name, "%s", host.c_str());
+    std::vector<char> names(kName * n);
+    MPI_Allgather(my_name, kName, MPI_CHAR, names.data(), kName, MPI_CHAR, MPI_COMM_WORLD);
     for (int r = 0; r < c.size_; ++r) {
-      if (r != c.rank_ && all[2 * r + 1] == mine[1]) im.local_peers.push_back({r, static_cast<long>(all[2 * r])});
+      const long long* f = &all[static_cast<std::size_t>(kFields * r)];
+      if (r == c.rank_) continue;
+      if (f[1] == mine[1]) {
+        im.local_peers.push_back({r, static_cast<long>(f[0])});
+      } else {
+        Communicator::Impl::RemotePeer peer{r, static_cast<long>(f[0]),
+                                            std::string(&names[static_cast<std::size_t>(kName * r)],
+                                                        strnlen(&names[static_cast<std::size_t>(kName * r)], kName)),
+                                            static_cast<int>(f[2]), {}};
+        for (long long i = 0; i < f[3] && i < kAddresses; ++i) {
+          peer.addresses.push_back(static_cast<std::uint32_t>(f[4 + i]));
+        }
+        if (peer.port > 0) im.remote_peers.push_back(std::move(peer));
+      }
     }
   }
 #endif
@@ -645,6 +817,10 @@ void finalize() {
   if (im.thread.joinable()) im.thread.join();
   im.watchdog_stop = true;
   if (im.watchdog.joinable()) im.watchdog.join();
+  if (im.probe_fd >= 0) close(im.probe_fd);
+  im.probe_fd = -1;
+  im.local_peers.clear();
+  im.remote_peers.clear();
 #ifdef LOOM_HAVE_MPI
   int finalized = 0;
   MPI_Finalized(&finalized);

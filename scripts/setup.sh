@@ -23,6 +23,8 @@ packages=(
   # test tools: FileCheck for .ir pass tests, clang + libFuzzer for fuzz targets, venv for the
   # interoperability tests' Python environments (TensorBoard, MindSpore from PyPI)
   llvm-14-tools clang libclang-rt-14-dev python3-venv
+  # iproute2: the several-hosts test's network namespaces and veth links (tests/parallel)
+  iproute2
   # Doxygen: the C++ API reference (docs/api)
   doxygen
   # Graphviz: the .dot files of save_graphs rendered in the tests
