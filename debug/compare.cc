@@ -414,7 +414,7 @@ std::map<std::string, std::string> parse_mapping(const std::string& json_text,
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number past double
     throw ValueError(source + ": expected a JSON object {\"<B key>\": \"<A key>\", ...}, got "
                               "invalid JSON (" + std::string(e.what()) + ")");
   }

@@ -205,7 +205,7 @@ DumpConfig parse_dump_config(const std::string& json_text, const std::string& so
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number past double
     throw ValueError(source + ": expected a JSON dump configuration, got invalid JSON (" +
                      std::string(e.what()) + ")");
   }

@@ -297,7 +297,7 @@ ProfileInfo read_info(const std::string& file) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number past double
     fail(in_quotes(file), std::string("expected JSON, got a parse error: ") + e.what());
   }
   if (!j.is_object()) {

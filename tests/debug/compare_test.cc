@@ -433,6 +433,12 @@ TEST(CompareDumps, MalformedMappingsNameTheFile) {
                           0),
             0u)
       << invalid;
+  const std::string overflow = error_of([] { parse_mapping("{\"a\": 1e800}", "m.json"); });
+  EXPECT_EQ(overflow.rfind("m.json: expected a JSON object {\"<B key>\": \"<A key>\", ...}, got "
+                           "invalid JSON ([json.exception.out_of_range.406] number overflow",
+                           0),
+            0u)
+      << overflow;
   EXPECT_EQ(error_of([] { parse_mapping("{\"a\": 1}", "m.json"); }),
             "m.json: \"a\": expected an A key (a string such as \"Conv2D-op0.output.0\"), got "
             "number 1");
