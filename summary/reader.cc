@@ -9,6 +9,8 @@
 #include <ostream>
 #include <sstream>
 
+#include <google/protobuf/stubs/logging.h>
+
 #include "core/ir/error.h"
 #include "summary/crc32c.h"
 #include "summary/proto/hparams.pb.h"
@@ -144,7 +146,14 @@ void describe_value(const tb::Summary::Value& v, TagInfo& info) {
 EventFileContents read_event_file_checked(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw FormatError("summary: cannot open event file '" + path + "'");
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_event_file(data, path);
+}
+
+EventFileContents parse_event_file(const std::string& data, const std::string& path) {
+  // A payload that is not an Event is reported below, in one line naming its offset; protobuf's
+  // own log lines about it (a string field with invalid UTF-8) would only repeat that.
+  const google::protobuf::LogSilencer quiet;
   EventFileContents out;
   std::size_t pos = 0;
   auto fail = [&](std::size_t rec, const std::string& what) {
@@ -226,52 +235,56 @@ int show(const std::string& dir, std::ostream& out) {
   }
   std::vector<std::string> errors;
   for (const std::string& path : files) {
-    EventFileContents c = read_event_file_checked(path);
-    std::int64_t lo = 0, hi = 0;
-    bool any = false;
-    std::vector<std::string> order;
-    std::map<std::string, TagInfo> tags;
-    auto note = [&](const std::string& key, TagInfo info) {
-      if (!tags.count(key)) order.push_back(key);
-      tags[key] = std::move(info);
-    };
-    for (const EventRecord& r : c.records) {
-      const tb::Event& e = r.event;
-      if (e.what_case() == tb::Event::kFileVersion) continue;
-      lo = any ? std::min(lo, e.step()) : e.step();
-      hi = any ? std::max(hi, e.step()) : e.step();
-      any = true;
-      if (e.what_case() == tb::Event::kGraphDef) {
-        tb::GraphDef g;
-        TagInfo info{"graph", "", e.step()};
-        info.value = g.ParseFromString(e.graph_def())
-                         ? std::to_string(g.node_size()) + " nodes"
-                         : "(unparsable GraphDef)";
-        note("(graph_def)", info);
-      } else if (e.what_case() == tb::Event::kSummary) {
-        for (const tb::Summary::Value& v : e.summary().value()) {
-          TagInfo info;
-          info.step = e.step();
-          describe_value(v, info);
-          note(v.tag(), info);
-        }
-      }
-    }
-    out << std::filesystem::path(path).filename().string() << ": " << c.records.size()
-        << " records";
-    if (any) out << ", steps " << lo << ".." << hi;
-    out << "\n";
-    std::size_t width = 0;
-    for (const std::string& k : order) width = std::max(width, k.size());
-    for (const std::string& k : order) {
-      const TagInfo& t = tags[k];
-      out << "  " << std::left << std::setw(10) << t.kind << " " << std::setw(static_cast<int>(width))
-          << k << "  step " << t.step << "  " << t.value << "\n";
-    }
+    const EventFileContents c = read_event_file_checked(path);
+    describe(std::filesystem::path(path).filename().string(), c, out);
     if (c.error) errors.push_back(*c.error);
   }
   for (const std::string& e : errors) out << "error: " << e << "\n";
   return errors.empty() ? 0 : 1;
+}
+
+void describe(const std::string& name, const EventFileContents& c, std::ostream& out) {
+  const google::protobuf::LogSilencer quiet;  // an unparsable graph or plugin payload is shown
+  std::int64_t lo = 0, hi = 0;
+  bool any = false;
+  std::vector<std::string> order;
+  std::map<std::string, TagInfo> tags;
+  auto note = [&](const std::string& key, TagInfo info) {
+    if (!tags.count(key)) order.push_back(key);
+    tags[key] = std::move(info);
+  };
+  for (const EventRecord& r : c.records) {
+    const tb::Event& e = r.event;
+    if (e.what_case() == tb::Event::kFileVersion) continue;
+    lo = any ? std::min(lo, e.step()) : e.step();
+    hi = any ? std::max(hi, e.step()) : e.step();
+    any = true;
+    if (e.what_case() == tb::Event::kGraphDef) {
+      tb::GraphDef g;
+      TagInfo info{"graph", "", e.step()};
+      info.value = g.ParseFromString(e.graph_def())
+                       ? std::to_string(g.node_size()) + " nodes"
+                       : "(unparsable GraphDef)";
+      note("(graph_def)", info);
+    } else if (e.what_case() == tb::Event::kSummary) {
+      for (const tb::Summary::Value& v : e.summary().value()) {
+        TagInfo info;
+        info.step = e.step();
+        describe_value(v, info);
+        note(v.tag(), info);
+      }
+    }
+  }
+  out << name << ": " << c.records.size() << " records";
+  if (any) out << ", steps " << lo << ".." << hi;
+  out << "\n";
+  std::size_t width = 0;
+  for (const std::string& k : order) width = std::max(width, k.size());
+  for (const std::string& k : order) {
+    const TagInfo& t = tags[k];
+    out << "  " << std::left << std::setw(10) << t.kind << " " << std::setw(static_cast<int>(width))
+        << k << "  step " << t.step << "  " << t.value << "\n";
+  }
 }
 
 }  // namespace loom::summary

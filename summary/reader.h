@@ -31,6 +31,8 @@ struct EventFileContents {
 /// Reads a whole file; stops at the first bad record. Throws loom::FormatError when the file
 /// cannot be opened.
 EventFileContents read_event_file_checked(const std::string& path);
+/// The same from a file's bytes in memory; `path` names them in the error.
+EventFileContents parse_event_file(const std::string& data, const std::string& path);
 /// The same, throwing loom::FormatError with that message on a bad record.
 std::vector<EventRecord> read_event_file(const std::string& path);
 
@@ -52,5 +54,7 @@ std::vector<std::string> list_event_files(const std::string& dir);
 ///       graph      (graph_def)           step 0   12 nodes
 ///     error: <path>: record at offset 120: data CRC mismatch over bytes 132..160 (...)
 int show(const std::string& dir, std::ostream& out);
+/// What show() prints for one file's good records (named `name`), without its error.
+void describe(const std::string& name, const EventFileContents& contents, std::ostream& out);
 
 }  // namespace loom::summary

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <google/protobuf/stubs/logging.h>
+
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "summary/crc32c.h"
@@ -129,6 +131,34 @@ TEST(Framing, FileNameAndFirstEvent) {
 }
 
 // ---- Histogram ------------------------------------------------------------------------------
+
+// A well-framed record whose payload is not an Event (a string field holding invalid UTF-8, which
+// proto3 refuses): one error naming the record, the records before it kept, and nothing from
+// protobuf's own log on stderr.
+TEST(Reader, PayloadThatIsNotAnEventIsOneMessage) {
+  tb::Event first;
+  first.set_wall_time(1.0);
+  first.set_file_version("brain.Event:2");
+  tb::Event bad;
+  bad.set_step(3);
+  std::string payload;
+  {
+    const google::protobuf::LogSilencer quiet;  // serializing it logs too
+    bad.mutable_summary()->add_value()->set_tag(std::string("\xff\xfe loss", 7));
+    payload = bad.SerializeAsString();
+  }
+  const std::string head = frame_record(first.SerializeAsString());
+  const std::string data = head + frame_record(payload);
+  ::testing::internal::CaptureStderr();
+  const EventFileContents c = parse_event_file(data, "f.tfevents");
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(logged, "");
+  ASSERT_EQ(c.records.size(), 1u);
+  ASSERT_TRUE(c.error.has_value());
+  EXPECT_EQ(*c.error, "f.tfevents: record at offset " + std::to_string(head.size()) +
+                          ": payload at offset " + std::to_string(head.size() + 12) +
+                          " is not an Event");
+}
 
 TEST(Histogram, DefaultBucketLimits) {
   const std::vector<double>& l = default_bucket_limits();
