@@ -10,7 +10,8 @@ seconds=${2:-30}
 root=$PWD
 cmake -S . -B "$dir" -G Ninja -DLOOM_FUZZ=ON -DLOOM_CUDA=OFF -DLOOM_PYTHON=OFF \
       -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
-targets=(ir_parser_fuzz:ir checkpoint_fuzz:ckpt mindir_fuzz:mindir onnx_fuzz:onnx)
+targets=(ir_parser_fuzz:ir checkpoint_fuzz:ckpt mindir_fuzz:mindir onnx_fuzz:onnx event_file_fuzz:events
+         npy_fuzz:npy json_config_fuzz:json)
 cmake --build "$dir" --target "${targets[@]%%:*}"
 # UBSan findings must stop the run (libFuzzer then reports them as a crash).
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
