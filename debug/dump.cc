@@ -22,6 +22,7 @@
 #include "data/npy.h"
 #include "debug/csv.h"
 #include "debug/tensor_stats.h"
+#include "debug/user_regex.h"
 #include "nn/cell.h"
 #include "nn/train.h"
 
@@ -295,6 +296,9 @@ DumpConfig parse_dump_config(const std::string& json_text, const std::string& so
   if (s.contains("kernels")) c.kernels = strings("kernels");
   for (const std::string& k : c.kernels) {
     if (!is_regex_entry(k)) continue;
+    if (const auto problem = user_regex_problem(regex_of(k))) {
+      throw ValueError(where("kernels") + ": \"" + k + "\": refused: " + *problem);
+    }
     try {
       std::regex re(regex_of(k));
     } catch (const std::regex_error& e) {

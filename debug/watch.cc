@@ -22,6 +22,7 @@
 #include "debug/dump.h"
 #include "debug/dump_reader.h"
 #include "debug/tensor_stats.h"
+#include "debug/user_regex.h"
 #include "nn/cell.h"
 #include "nn/train.h"
 
@@ -193,6 +194,9 @@ class SpecParser {
       while (re_end > re_begin && (spec_[re_end - 1] == ' ' || spec_[re_end - 1] == '\t')) --re_end;
       if (re_begin == re_end) fail(i + 1, "a regex after '@'", semi_or_end(end));
       c.pattern = spec_.substr(re_begin, re_end - re_begin);
+      if (const auto problem = user_regex_problem(c.pattern)) {
+        fail(re_begin, "a regex (ECMAScript)", "'" + c.pattern + "': " + *problem);
+      }
       try {
         c.regex = std::make_shared<const std::regex>(c.pattern, std::regex::ECMAScript);
       } catch (const std::regex_error& e) {

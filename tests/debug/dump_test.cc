@@ -73,6 +73,18 @@ TEST(DumpConfig, RefusesWhatItCannotDoWithTheKeyNamed) {
                            R"J("net_name": "n", "input_output": 0, )J";
   EXPECT_NE(message_of("{").find("cfg.json: expected a JSON dump configuration"),
             std::string::npos);
+  // A repetition count std::regex would build a state for each of (json_config_fuzz found one
+  // past 2^63, which overflows inside libstdc++).
+  EXPECT_NE(message_of(head + R"J("iteration": "all", "kernels": ["name-regex(x{5000000000000000000000})"]}})J")
+                .find("cfg.json: common_dump_settings.kernels: \"name-regex(x{5000000000000000000000})\": "
+                      "refused: the repetition count in {5000000000000000000000} is above 1000"),
+            std::string::npos)
+      << message_of(head + R"J("iteration": "all", "kernels": ["name-regex(x{5000000000000000000000})"]}})J");
+  EXPECT_NE(message_of(head + R"J("iteration": "all", "kernels": ["name-regex((a{100}){100}{20})"]}})J")
+                .find("multiply to more than 100000 automaton states"),
+            std::string::npos);
+  EXPECT_EQ(message_of(head + R"J("iteration": "all", "kernels": ["name-regex(conv\\d{1,2}/.{0,300})"]}})J"),
+            "no error");
   // A number past double's range is nlohmann's out_of_range, not a parse_error (json_config_fuzz).
   EXPECT_NE(message_of("1e800").find("cfg.json: expected a JSON dump configuration, got invalid "
                                      "JSON ([json.exception.out_of_range.406] number overflow"),
