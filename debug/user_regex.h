@@ -3,10 +3,12 @@
 /// `name-regex(...)` kernels, a watchpoint's `@regex`): checked before std::regex compiles them.
 /// libstdc++'s std::regex builds one automaton state per repetition, so `x{100000000}` takes
 /// gigabytes and minutes to compile, and a count past 2^63 overflows inside the library
-/// (json_config_fuzz found it). A count above kMaxRegexRepeat, or counts whose product exceeds
-/// kMaxRegexStates (nested or one after another: a bound, not the exact size), is refused.
+/// (json_config_fuzz found it, and the same in a back-reference's number). A count or a
+/// back-reference above kMaxRegexRepeat, or counts whose product exceeds kMaxRegexStates (nested
+/// or one after another: a bound, not the exact size), is refused.
 #pragma once
 
+#include <algorithm>
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
@@ -23,8 +25,18 @@ inline constexpr std::uint64_t kMaxRegexStates = 100000;
 inline std::optional<std::string> user_regex_problem(const std::string& pattern) {
   std::uint64_t product = 1;
   for (std::size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] == '\\') {  // an escaped character, \{ included
-      ++i;
+    if (pattern[i] == '\\') {  // an escaped character, \{ included; \N a back-reference
+      std::size_t j = i + 1;
+      std::uint64_t v = 0;
+      while (j < pattern.size() && std::isdigit(static_cast<unsigned char>(pattern[j]))) {
+        v = v > kMaxRegexStates ? v : v * 10 + static_cast<std::uint64_t>(pattern[j] - '0');
+        ++j;
+      }
+      if (v > kMaxRegexRepeat) {
+        return "the back-reference " + pattern.substr(i, std::min<std::size_t>(j - i, 24)) +
+               (j - i > 24 ? "..." : "") + " is above " + std::to_string(kMaxRegexRepeat);
+      }
+      i = j > i + 1 ? j - 1 : i + 1;
       continue;
     }
     if (pattern[i] != '{') continue;

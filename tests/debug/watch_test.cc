@@ -767,6 +767,14 @@ TEST(WatchOnline, BadUseIsAValueError) {
               std::string::npos)
         << e.what();
   }
+  try {
+    parse_watch_spec("weight_overflow@(a)\\11111111111111111111");
+    ADD_FAILURE() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("the back-reference \\11111111111111111111 is above 1000"),
+              std::string::npos)
+        << e.what();
+  }
   EXPECT_THROW(Watcher({}, {}), ValueError);
   Watcher w(parse_watch_spec("gradient_exploding"));
   nn::RunContext rc;  // no train_network
