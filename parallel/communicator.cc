@@ -1,7 +1,6 @@
 // parallel::init / finalize, the world communicator, its communication thread and watchdog.
 // Built with MPI when LOOM_HAVE_MPI is defined; otherwise every process is rank 0 of size 1.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -93,7 +92,7 @@ struct Communicator::Impl {
   }
   // Peers on this host (rank, pid): the watchdog checks they are alive while a collective waits.
   std::vector<std::pair<int, long>> local_peers;
-  // Peers on other hosts: where each listens (network_probe's socket), for the watchdog to ask
+  // Peers on other hosts: where each listens (listen_for_probes), for the watchdog to ask
   // which ones still answer when a collective times out.
   struct RemotePeer {
     int rank;
@@ -757,18 +756,17 @@ void init(int* argc, char*** argv, const InitOptions& options) {
   register_comm_kernels();
 #ifdef LOOM_HAVE_MPI
   if (c.size_ > 1) {
-    // Who runs where: every rank's pid, host (its name's hash and the name), probe port and up
+    // Who runs where: every rank's pid, host name, probe port and up
     // to 4 IPv4 addresses.
     const std::string host = hostname();
-    constexpr int kAddresses = 4, kFields = 4 + kAddresses, kName = 64;
+    constexpr int kAddresses = 4, kFields = 3 + kAddresses, kName = 256;  // hostname() holds 255
     int port = 0;
     im.probe_fd = listen_for_probes(&port);
     const std::vector<std::uint32_t> addresses =
         im.probe_fd >= 0 ? host_addresses(kAddresses) : std::vector<std::uint32_t>{};
-    long long mine[kFields] = {static_cast<long long>(getpid()),
-                               static_cast<long long>(std::hash<std::string>{}(host) >> 1), port,
+    long long mine[kFields] = {static_cast<long long>(getpid()), port,
                                static_cast<long long>(addresses.size())};
-    for (std::size_t i = 0; i < addresses.size(); ++i) mine[4 + i] = addresses[i];
+    for (std::size_t i = 0; i < addresses.size(); ++i) mine[3 + i] = addresses[i];
     const auto n = static_cast<std::size_t>(c.size_);
     std::vector<long long> all(kFields * n);
     MPI_Allgather(mine, kFields, MPI_LONG_LONG, all.data(), kFields, MPI_LONG_LONG, MPI_COMM_WORLD);
@@ -777,20 +775,20 @@ void init(int* argc, char*** argv, const InitOptions& options) {
     std::vector<char> names(kName * n);
     MPI_Allgather(my_name, kName, MPI_CHAR, names.data(), kName, MPI_CHAR, MPI_COMM_WORLD);
     for (int r = 0; r < c.size_; ++r) {
-      const long long* f = &all[static_cast<std::size_t>(kFields * r)];
       if (r == c.rank_) continue;
-      if (f[1] == mine[1]) {
+      const long long* f = &all[static_cast<std::size_t>(kFields * r)];
+      const char* name = &names[static_cast<std::size_t>(kName * r)];
+      const std::string peer_host(name, strnlen(name, kName));
+      if (peer_host == my_name) {
         im.local_peers.push_back({r, static_cast<long>(f[0])});
-      } else {
-        Communicator::Impl::RemotePeer peer{r, static_cast<long>(f[0]),
-                                            std::string(&names[static_cast<std::size_t>(kName * r)],
-                                                        strnlen(&names[static_cast<std::size_t>(kName * r)], kName)),
-                                            static_cast<int>(f[2]), {}};
-        for (long long i = 0; i < f[3] && i < kAddresses; ++i) {
-          peer.addresses.push_back(static_cast<std::uint32_t>(f[4 + i]));
-        }
-        if (peer.port > 0) im.remote_peers.push_back(std::move(peer));
+        continue;
       }
+      Communicator::Impl::RemotePeer peer{r, static_cast<long>(f[0]), peer_host,
+                                          static_cast<int>(f[1]), {}};
+      for (long long i = 0; i < f[2] && i < kAddresses; ++i) {
+        peer.addresses.push_back(static_cast<std::uint32_t>(f[3 + i]));
+      }
+      if (peer.port > 0) im.remote_peers.push_back(std::move(peer));
     }
   }
 #endif

@@ -96,8 +96,28 @@ netns_on_host0() {
 netns_link_down() {
   ip -n "$NETNS_SWITCH" link set "${NETNS_TAG}p$1" down
 }
+# Brings host N's link back as a restarted host's: what still ran inside it is killed, every
+# host's neighbour table is flushed, and it returns once host N reaches host 0 over TCP (up to
+# 20 s; 1 if it does not).
 netns_link_up() {
-  ip -n "$NETNS_SWITCH" link set "${NETNS_TAG}p$1" up
+  local i=$1 ns
+  ip netns pids "${NETNS_HOSTS[$i]}" 2>/dev/null | xargs -r kill -9 2>/dev/null
+  ip -n "$NETNS_SWITCH" link set "${NETNS_TAG}p$i" up
+  for ns in "${NETNS_HOSTS[@]}"; do ip -n "$ns" neigh flush all 2>/dev/null; done
+  ip netns exec "${NETNS_HOSTS[$i]}" python3 - <<'PY'
+import socket, sys, time
+deadline = time.time() + 20
+while time.time() < deadline:
+    try:
+        socket.create_connection(("10.77.0.1", 9), timeout=1).close()
+    except ConnectionRefusedError:
+        sys.exit(0)  # host 0 answered (nothing listens on port 9 there: a refusal is an answer)
+    except OSError:
+        time.sleep(0.2)
+        continue
+    sys.exit(0)
+sys.exit(1)
+PY
 }
 
 netns_hosts_down() {

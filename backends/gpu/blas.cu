@@ -144,24 +144,18 @@ struct Descs {
   }
 };
 
-// LOOM_CUBLASLT_SEARCH: unset, the candidates are timed except in deterministic mode (timings
-// vary between processes, and so would the choice and the bits); 0, the heuristic's first
-// candidate always; 1, the timing in deterministic mode too.
+// LOOM_CUBLASLT_SEARCH (timed_search_on): whether the aligned algorithm's candidates are timed.
 bool search_on(bool deterministic) {
-  static const int mode = [] {
-    const char* v = std::getenv("LOOM_CUBLASLT_SEARCH");
-    if (v == nullptr || *v == '\0') return -1;
-    return std::string(v) == "0" ? 0 : 1;
-  }();
-  return mode == 1 || (mode == -1 && !deterministic);
+  static const char* const setting = std::getenv("LOOM_CUBLASLT_SEARCH");
+  return timed_search_on(setting, deterministic);
 }
 
-// A product as cuBLASLt sees it, and the device: the search cache's key.
-using SearchKey = std::array<int64_t, 14>;
+// A product as cuBLASLt sees it, and the device: the search cache's key (the aligned algorithm
+// only is timed).
+using SearchKey = std::array<int64_t, 12>;
 SearchKey search_key(int device, const GemmPlan& p) {
   return {device, static_cast<int64_t>(p.dtype), p.ta ? 1 : 0, p.tb ? 1 : 0, p.m, p.n, p.k,
-          p.batch, p.stride_a, p.stride_b, p.stride_c, static_cast<int64_t>(p.epilogue),
-          static_cast<int64_t>(kFastAlignment), 0};
+          p.batch, p.stride_a, p.stride_b, p.stride_c, static_cast<int64_t>(p.epilogue)};
 }
 
 struct GemmSearchCache {

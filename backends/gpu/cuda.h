@@ -78,6 +78,15 @@ inline unsigned blocks(std::int64_t n) {
   return static_cast<unsigned>(b < 1 ? 1 : (b > 262140 ? 262140 : b));
 }
 
+// Whether prepare() times a library's candidate algorithms, by the setting's value
+// (LOOM_CUDNN_SEARCH for the convolutions, LOOM_CUBLASLT_SEARCH for the matrix products): unset
+// or empty, outside deterministic mode (timings vary between processes, and so would the choice
+// and the bits); "0", never; anything else, in deterministic mode too.
+inline bool timed_search_on(const char* setting, bool deterministic) {
+  if (setting == nullptr || *setting == '\0') return !deterministic;
+  return std::string(setting) != "0";
+}
+
 // The device memory of one algorithm search (the prepare-time timing of cuDNN's and cuBLASLt's
 // candidates): cudaMalloc'd on demand; freed on every path once the stream's work (the timed
 // runs) has finished.

@@ -252,12 +252,8 @@ bool pick_algorithm(const Perf* perf, int returned, int count, bool deterministi
 
 // LOOM_CUDNN_SEARCH (the header comment): whether prepare() times the algorithms.
 bool search_on(bool deterministic) {
-  static const int mode = [] {
-    const char* v = std::getenv("LOOM_CUDNN_SEARCH");
-    if (v == nullptr || *v == '\0') return -1;  // unset: outside deterministic mode
-    return std::string(v) == "0" ? 0 : 1;
-  }();
-  return mode == 1 || (mode == -1 && !deterministic);
+  static const char* const setting = std::getenv("LOOM_CUDNN_SEARCH");
+  return timed_search_on(setting, deterministic);
 }
 
 // A convolution as cuDNN sees it, and the device: the search cache's key.
@@ -795,6 +791,15 @@ bool fits32(const PoolGeometry& g) {
   const int64_t limit = int64_t{1} << 30;
   return g.planes * g.h * g.w < limit && g.planes * g.oh * g.ow < limit;
 }
+// Calls launch(I{}) with I = int where the geometry fits 32-bit indices, else int64_t.
+template <typename F>
+void with_index_type(const PoolGeometry& g, F&& launch) {
+  if (fits32(g)) {
+    launch(int{});
+  } else {
+    launch(int64_t{});
+  }
+}
 
 template <typename G, typename I>
 __device__ inline WindowT<I> window_of(const G& g, I oy, I ox) {
@@ -910,17 +915,12 @@ bool windows_disjoint(const PoolGeometry& g) { return g.kh <= g.sh && g.kw <= g.
 template <typename T, int kMode>
 void launch_max_pool(const PoolGeometry& g, const T* x, const T* grad, T* y, int64_t* arg,
                      int64_t total, cudaStream_t stream) {
-  auto launch = [&](auto index) {
+  with_index_type(g, [&](auto index) {
     using I = decltype(index);
     max_pool_kernel<T, kMode, I><<<blocks(total), kThreads, 0, stream>>>(
         narrow<I>(g), x, grad, y, arg, static_cast<I>(total));
     check_launch();
-  };
-  if (fits32(g)) {
-    launch(int{});
-  } else {
-    launch(int64_t{});
-  }
+  });
 }
 
 // AvgPool: the window's sum in row-major order over its elements inside the image, divided by
@@ -975,9 +975,9 @@ template <bool kPooledIsInput2, bool kWinners>
 Prepared prepare_pool(const PrepareContext& c) {
   const Shape& pooled = kPooledIsInput2 ? c.inputs[2].shape : c.outputs[0].shape;
   auto plan = std::make_shared<PoolPlan>(PoolPlan{pool_geometry(c.prim, c.inputs[0].shape, pooled)});
-  const std::size_t winners = kWinners && !windows_disjoint(plan->g)
-                                  ? static_cast<std::size_t>(shape_numel(pooled)) * sizeof(int64_t)
-                                  : 0;
+  const bool needs_winners = kWinners && !windows_disjoint(plan->g);
+  const std::size_t winners =
+      needs_winners ? static_cast<std::size_t>(shape_numel(pooled)) * sizeof(int64_t) : 0;
   return {std::move(plan), winners == 0 ? 0 : round_up(winners) + kAlign};
 }
 
@@ -1003,18 +1003,13 @@ void max_pool_grad(const KernelContext& k) {
       LOOM_CUDA_CHECK(cudaMemsetAsync(k.out(0).data<T>(), 0, k.out(0).nbytes(), stream));
       return;
     }
-    auto launch = [&](auto index) {
+    with_index_type(g, [&](auto index) {
       using I = decltype(index);
       max_pool_grad_disjoint_kernel<T, I><<<blocks(pooled), kThreads, 0, stream>>>(
           narrow<I>(g), k.in(0).data<T>(), k.in(2).data<T>(), k.out(0).data<T>(),
           static_cast<I>(pooled));
       check_launch();
-    };
-    if (fits32(g)) {
-      launch(int{});
-    } else {
-      launch(int64_t{});
-    }
+    });
     return;
   }
   int64_t* arg = nullptr;
@@ -1023,17 +1018,12 @@ void max_pool_grad(const KernelContext& k) {
         workspace_base(k, round_up(static_cast<std::size_t>(pooled) * sizeof(int64_t)) + kAlign));
     launch_max_pool<T, 1>(g, k.in(0).data<T>(), nullptr, nullptr, arg, pooled, stream);
   }
-  auto launch = [&](auto index) {
+  with_index_type(g, [&](auto index) {
     using I = decltype(index);
     max_pool_grad_kernel<T, I><<<blocks(total), kThreads, 0, stream>>>(
         narrow<I>(g), arg, k.in(2).data<T>(), k.out(0).data<T>(), static_cast<I>(total));
     check_launch();
-  };
-  if (fits32(g)) {
-    launch(int{});
-  } else {
-    launch(int64_t{});
-  }
+  });
 }
 
 // MaxPoolGradGrad(x, out, grad) → pooled.

@@ -49,8 +49,7 @@ using std::int64_t;
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-__device__ __forceinline__ int64_t ceil_div_device(int64_t a, int64_t b) { return (a + b - 1) / b; }
+__host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Blocks for `items` warps of work (kThreads / 32 warps a block).
 unsigned warp_blocks(int64_t items) { return blocks(items * kWarp); }
@@ -146,6 +145,25 @@ __device__ __forceinline__ V warp_reduce(V v) {
 
 // ---- Reduction stages ---------------------------------------------------------------------
 
+// One element into a stage's accumulator: mapped by Op::load in a reduction's first stage (kLoad),
+// as it is in the later ones; and the stage's result: Op::finish in its last stage (kFinish).
+template <typename Op, bool kLoad, typename In>
+__device__ __forceinline__ typename Op::Acc fold(typename Op::Acc acc, In v) {
+  if constexpr (kLoad) {
+    return Op::combine(acc, Op::load(v));
+  } else {
+    return Op::combine(acc, v);
+  }
+}
+template <typename Op, bool kFinish, typename Out>
+__device__ __forceinline__ void put(Out& y, typename Op::Acc acc, int64_t count) {
+  if constexpr (kFinish) {
+    y = Op::finish(acc, count);
+  } else {
+    y = acc;
+  }
+}
+
 // y[o, c] = reduction of the contiguous run x[o, c·rows .. min(extent, (c+1)·rows)) (inner == 1),
 // for item = o·chunks + c; one warp per item.
 template <typename T, typename Op, typename In, typename Out, bool kLoad, bool kFinish>
@@ -160,21 +178,9 @@ __global__ void reduce_rows_kernel(const In* x, Out* y, int64_t items, int64_t e
     const int64_t len = std::min(rows, extent - first);
     const In* p = x + o * extent + first;
     Acc acc = Op::identity();
-    for (int64_t r = lane; r < len; r += kWarp) {
-      if constexpr (kLoad) {
-        acc = Op::combine(acc, Op::load(p[r]));
-      } else {
-        acc = Op::combine(acc, p[r]);
-      }
-    }
+    for (int64_t r = lane; r < len; r += kWarp) acc = fold<Op, kLoad>(acc, p[r]);
     acc = warp_reduce<Op>(acc);
-    if (lane == 0) {
-      if constexpr (kFinish) {
-        y[item] = Op::finish(acc, count);
-      } else {
-        y[item] = acc;
-      }
-    }
+    if (lane == 0) put<Op, kFinish>(y[item], acc, count);
   }
 }
 
@@ -192,18 +198,8 @@ __global__ void reduce_cols_kernel(const In* x, Out* y, int64_t outer, int64_t e
     const int64_t last = std::min(extent, first + rows);
     const In* p = x + (o * extent + first) * inner + j;
     Acc acc = Op::identity();
-    for (int64_t r = first; r < last; ++r, p += inner) {
-      if constexpr (kLoad) {
-        acc = Op::combine(acc, Op::load(*p));
-      } else {
-        acc = Op::combine(acc, *p);
-      }
-    }
-    if constexpr (kFinish) {
-      y[t] = Op::finish(acc, count);
-    } else {
-      y[t] = acc;
-    }
+    for (int64_t r = first; r < last; ++r, p += inner) acc = fold<Op, kLoad>(acc, *p);
+    put<Op, kFinish>(y[t], acc, count);
   }
 }
 
@@ -220,7 +216,7 @@ __global__ void reduce_cols_block_kernel(const In* x, Out* y, int64_t outer, int
   __shared__ Acc part[kColumnGroups][kWarp + 1];
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   const int group = static_cast<int>(threadIdx.x / kWarp);
-  const int64_t tiles = ceil_div_device(inner, kWarp);
+  const int64_t tiles = ceil_div(inner, kWarp);
   const int64_t items = outer * chunks * tiles;
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
     const int64_t tile = item % tiles;
@@ -233,22 +229,14 @@ __global__ void reduce_cols_block_kernel(const In* x, Out* y, int64_t outer, int
     if (j < inner) {
       const In* p = x + o * extent * inner + j;
       for (int64_t r = first + group; r < last; r += kColumnGroups) {
-        if constexpr (kLoad) {
-          acc = Op::combine(acc, Op::load(p[r * inner]));
-        } else {
-          acc = Op::combine(acc, p[r * inner]);
-        }
+        acc = fold<Op, kLoad>(acc, p[r * inner]);
       }
     }
     part[group][lane] = acc;
     __syncthreads();
     if (group == 0 && j < inner) {
       for (int g = 1; g < kColumnGroups; ++g) acc = Op::combine(acc, part[g][lane]);
-      if constexpr (kFinish) {
-        y[oc * inner + j] = Op::finish(acc, count);
-      } else {
-        y[oc * inner + j] = acc;
-      }
+      put<Op, kFinish>(y[oc * inner + j], acc, count);
     }
     __syncthreads();
   }

@@ -9,15 +9,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "core/ir/error.h"
-
-namespace {
-
-[[noreturn]] void fail(const char* stage, const std::string& detail) {
-  std::fprintf(stderr, "checkpoint_fuzz: %s\n%s\n", stage, detail.c_str());
-  __builtin_trap();
-}
-
-}  // namespace
+#include "tests/fuzz/fuzz_fail.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace loom::checkpoint;
@@ -27,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const loom::FormatError&) {
     return 0;
   } catch (const std::exception& e) {
-    fail("the reader threw something other than FormatError", e.what());
+    fuzz_fail("the reader threw something other than FormatError", e.what());
   }
   std::string bytes;
   Checkpoint again;
@@ -35,16 +27,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     bytes = serialize_checkpoint(ck, {.chunk_bytes = 7});
     again = parse_checkpoint(bytes.data(), bytes.size(), "again.ckpt");
   } catch (const std::exception& e) {
-    fail("a loaded checkpoint did not serialize and load again", e.what());
+    fuzz_fail("a loaded checkpoint did not serialize and load again", e.what());
   }
   if (again.tensors.size() != ck.tensors.size() || again.strings != ck.strings) {
-    fail("the round trip changed the entries", "");
+    fuzz_fail("the round trip changed the entries", "");
   }
   for (std::size_t i = 0; i < ck.tensors.size(); ++i) {
     if (again.tensors[i].first != ck.tensors[i].first ||
         !again.tensors[i].second.bitwise_equal(ck.tensors[i].second) ||
         again.tensors[i].second.shape() != ck.tensors[i].second.shape()) {
-      fail("the round trip changed a tensor", ck.tensors[i].first);
+      fuzz_fail("the round trip changed a tensor", ck.tensors[i].first);
     }
   }
   return 0;

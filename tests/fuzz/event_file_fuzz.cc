@@ -16,15 +16,7 @@
 
 #include "summary/event_writer.h"
 #include "summary/reader.h"
-
-namespace {
-
-[[noreturn]] void fail(const char* stage, const std::string& detail) {
-  std::fprintf(stderr, "event_file_fuzz: %s\n%s\n", stage, detail.c_str());
-  __builtin_trap();
-}
-
-}  // namespace
+#include "tests/fuzz/fuzz_fail.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace loom::summary;
@@ -49,18 +41,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     c = parse_event_file(file, "fuzz.tfevents");
   } catch (const std::exception& e) {
-    fail("the reader threw", e.what());
+    fuzz_fail("the reader threw", e.what());
   }
   if (framed && c.records.size() != payloads &&
       (!c.error || c.error->find("is not an Event") == std::string::npos)) {
-    fail("a correctly framed file lost records without saying a payload is not an Event",
+    fuzz_fail("a correctly framed file lost records without saying a payload is not an Event",
          c.error.value_or("(no error)"));
   }
   try {
     std::ostringstream out;
     describe("fuzz.tfevents", c, out);
   } catch (const std::exception& e) {
-    fail("describe threw", e.what());
+    fuzz_fail("describe threw", e.what());
   }
   return 0;
 }

@@ -16,13 +16,9 @@
 #include "core/ir/error.h"
 #include "core/ir/parser.h"
 #include "core/ir/printer.h"
+#include "tests/fuzz/fuzz_fail.h"
 
 namespace {
-
-[[noreturn]] void fail(const char* stage, const std::string& detail) {
-  std::fprintf(stderr, "ir_parser_fuzz: %s\n%s\n", stage, detail.c_str());
-  __builtin_trap();
-}
 
 void check_parsed(const loom::ir::Module& module) {
   const std::string first = loom::ir::print_module(module);
@@ -30,11 +26,12 @@ void check_parsed(const loom::ir::Module& module) {
   try {
     again = loom::ir::parse_module(first, "<printed>");
   } catch (const loom::Error& e) {
-    fail("printed text does not parse back", std::string(e.what()) + "\n--- printed ---\n" + first);
+    fuzz_fail("printed text does not parse back",
+              std::string(e.what()) + "\n--- printed ---\n" + first);
   }
   const std::string second = loom::ir::print_module(*again);
   if (first != second) {
-    fail("print -> parse -> print changed the text",
+    fuzz_fail("print -> parse -> print changed the text",
          "--- first ---\n" + first + "--- second ---\n" + second);
   }
   (void)loom::ir::to_dot(module);
@@ -50,12 +47,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const loom::Error&) {
     return 0;  // rejected with a proper diagnostic: the expected outcome for most inputs
   } catch (const std::exception& e) {
-    fail("parse_module threw a non-loom exception", e.what());
+    fuzz_fail("parse_module threw a non-loom exception", e.what());
   }
   try {
     check_parsed(*module);
   } catch (const std::exception& e) {
-    fail("printing, re-parsing or .dot export of a parsed module threw", e.what());
+    fuzz_fail("printing, re-parsing or .dot export of a parsed module threw", e.what());
   }
   return 0;
 }

@@ -15,15 +15,7 @@
 #include "debug/compare.h"
 #include "debug/dump.h"
 #include "debug/watch.h"
-
-namespace {
-
-[[noreturn]] void fail(const char* stage, const std::string& detail) {
-  std::fprintf(stderr, "json_config_fuzz: %s\n%s\n", stage, detail.c_str());
-  __builtin_trap();
-}
-
-}  // namespace
+#include "tests/fuzz/fuzz_fail.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace loom;
@@ -35,26 +27,28 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
       again = debug::parse_dump_config(json, "again.json");
     } catch (const std::exception& e) {
-      fail("an accepted dump configuration, written back, did not parse", json + "\n" + e.what());
+      fuzz_fail("an accepted dump configuration, written back, did not parse",
+                json + "\n" + e.what());
     }
     if (again.to_json() != json) {
-      fail("an accepted dump configuration changed in the round trip", json + "\n" + again.to_json());
+      fuzz_fail("an accepted dump configuration changed in the round trip",
+                json + "\n" + again.to_json());
     }
   } catch (const Error&) {
   } catch (const std::exception& e) {
-    fail("parse_dump_config threw something other than a loom::Error", e.what());
+    fuzz_fail("parse_dump_config threw something other than a loom::Error", e.what());
   }
   try {
     debug::parse_mapping(text, "mapping.json");
   } catch (const Error&) {
   } catch (const std::exception& e) {
-    fail("parse_mapping threw something other than a loom::Error", e.what());
+    fuzz_fail("parse_mapping threw something other than a loom::Error", e.what());
   }
   try {
     debug::parse_watch_spec(text);
   } catch (const Error&) {
   } catch (const std::exception& e) {
-    fail("parse_watch_spec threw something other than a loom::Error", e.what());
+    fuzz_fail("parse_watch_spec threw something other than a loom::Error", e.what());
   }
   return 0;
 }

@@ -11,15 +11,7 @@
 
 #include "core/ir/error.h"
 #include "mindir/mindir.h"
-
-namespace {
-
-[[noreturn]] void fail(const char* stage, const std::string& detail) {
-  std::fprintf(stderr, "mindir_fuzz: %s\n%s\n", stage, detail.c_str());
-  __builtin_trap();
-}
-
-}  // namespace
+#include "tests/fuzz/fuzz_fail.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace loom;
@@ -29,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const FormatError&) {
     return 0;
   } catch (const std::exception& e) {
-    fail("the reader threw something other than FormatError", e.what());
+    fuzz_fail("the reader threw something other than FormatError", e.what());
   }
   std::string bytes;
   try {
@@ -37,16 +29,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const Error&) {
     return 0;  // loadable but not exportable (e.g. a tuple output of a non-tensor): allowed
   } catch (const std::exception& e) {
-    fail("serialize_graph threw something other than loom::Error", e.what());
+    fuzz_fail("serialize_graph threw something other than loom::Error", e.what());
   }
   try {
     mindir::GraphCell again = mindir::parse_mindir(bytes.data(), bytes.size(), "again.mindir");
     if (again.inputs().size() != cell->inputs().size() ||
         again.parameters().size() != cell->parameters().size()) {
-      fail("a re-exported model loaded with other inputs or parameters", "");
+      fuzz_fail("a re-exported model loaded with other inputs or parameters", "");
     }
   } catch (const std::exception& e) {
-    fail("a re-exported model did not load again", e.what());
+    fuzz_fail("a re-exported model did not load again", e.what());
   }
   return 0;
 }

@@ -10,15 +10,7 @@
 
 #include "core/ir/error.h"
 #include "data/npy.h"
-
-namespace {
-
-[[noreturn]] void fail(const char* stage, const std::string& detail) {
-  std::fprintf(stderr, "npy_fuzz: %s\n%s\n", stage, detail.c_str());
-  __builtin_trap();
-}
-
-}  // namespace
+#include "tests/fuzz/fuzz_fail.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace loom;
@@ -28,17 +20,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const FormatError&) {
     return 0;
   } catch (const std::exception& e) {
-    fail("the reader threw something other than FormatError", e.what());
+    fuzz_fail("the reader threw something other than FormatError", e.what());
   }
   Tensor again;
   try {
     const std::string bytes = data::serialize_npy(t);
     again = data::parse_npy(bytes.data(), bytes.size(), "again.npy");
   } catch (const std::exception& e) {
-    fail("a loaded array did not serialize and load again", e.what());
+    fuzz_fail("a loaded array did not serialize and load again", e.what());
   }
   if (again.dtype() != t.dtype() || again.shape() != t.shape() || !again.bitwise_equal(t)) {
-    fail("the round trip changed the array", "");
+    fuzz_fail("the round trip changed the array", "");
   }
   return 0;
 }

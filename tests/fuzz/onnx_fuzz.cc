@@ -11,15 +11,7 @@
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "onnx/onnx.h"
-
-namespace {
-
-[[noreturn]] void fail(const char* stage, const std::string& detail) {
-  std::fprintf(stderr, "onnx_fuzz: %s\n%s\n", stage, detail.c_str());
-  __builtin_trap();
-}
-
-}  // namespace
+#include "tests/fuzz/fuzz_fail.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace loom;
@@ -29,10 +21,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const FormatError&) {
     return 0;
   } catch (const std::exception& e) {
-    fail("the reader threw something other than FormatError", e.what());
+    fuzz_fail("the reader threw something other than FormatError", e.what());
   }
   if (!cell->graph().output() || !cell->graph().output()->abstract()) {
-    fail("a loaded model's output has no abstract", "");
+    fuzz_fail("a loaded model's output has no abstract", "");
   }
   return 0;
 }

@@ -74,7 +74,7 @@ echo "link of host 2 down: the job ended after $((SECONDS - start)) s, naming ra
 grep -E "does not answer" "$tmp/cut.out" | head -n 2
 
 # --- the link back: --resume auto continues from the cut job's last checkpoint.
-netns_link_up 2
+netns_link_up 2 || fail "host 2 does not reach host 0 after its link is back up"
 last=$(ls "$tmp/cut"/lenet-*.ckpt | sort -V | tail -n 1)
 epoch=$(basename "$last" | sed -E 's/lenet-([0-9]+)_20\.ckpt/\1/')
 export LOOM_PARALLEL_TIMEOUT=20
