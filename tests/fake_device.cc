@@ -27,22 +27,29 @@ std::atomic<long> g_launches{0};
 constexpr std::size_t kMaxKernels = 2048;
 std::array<backend::Kernel, kMaxKernels> g_cpu_kernels{};
 
-template <std::size_t I>
-void guarded(const backend::KernelContext& k) {
+// Launches slot i with the memory open; while a graph is recorded, keeps the launch (with the same
+// buffers) for the replay instead.
+void run_guarded(std::size_t i, const backend::KernelContext& k) {
   if (g_device->recording()) {
-    // Kept with what it was given: the same buffers at the replay.
-    g_device->keep([ins = std::vector<Tensor>(k.inputs.begin(), k.inputs.end()),
+    g_device->keep([i, ins = std::vector<Tensor>(k.inputs.begin(), k.inputs.end()),
                     outs = std::vector<Tensor>(k.outputs.begin(), k.outputs.end()),
                     prim = &k.prim, exec = &k.exec, prepared = k.prepared,
                     workspace = k.workspace, bytes = k.workspace_bytes]() mutable {
       backend::KernelContext c{*prim, ins, outs, *exec, prepared, workspace, bytes};
-      guarded<I>(c);
+      run_guarded(i, c);
     });
     return;
   }
   FakeDevice::Access open(*g_device);
   g_launches.fetch_add(1, std::memory_order_relaxed);
-  g_cpu_kernels[I](k);
+  g_cpu_kernels[i](k);
+}
+
+// One plain function per slot (a Kernel is a function pointer), each only naming its slot: the
+// work is run_guarded's, compiled once.
+template <std::size_t I>
+void guarded(const backend::KernelContext& k) {
+  run_guarded(I, k);
 }
 
 template <std::size_t... I>

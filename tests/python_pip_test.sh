@@ -2,7 +2,7 @@
 # `pip install ./python` into a fresh virtual environment, as a user would (scikit-build-core and
 # pybind11 from PyPI, loom's CMake build of the loom_python target), then the installed package
 # imports, shares memory with NumPy, differentiates, and trains the LeNet quick start on 256
-# images. The venv is made anew each run under $1 (the build folder). Where it cannot be made
+# images. The venv is made anew each run under $1 (the build folder); CMake builds in $1-pip. Where it cannot be made
 # (no venv module, PyPI unreachable) the test is skipped (77), or fails under
 # LOOM_REQUIRE_INTEROP=1 (CI), as the other tests that need PyPI.
 set -uo pipefail
@@ -21,7 +21,11 @@ rm -rf "$venv"
 "$venv/bin/pip" download --disable-pip-version-check -q --no-deps -d "$venv/probe" \
   scikit-build-core >/dev/null 2>&1 || missing "PyPI unreachable (pip download scikit-build-core)"
 echo "== pip install $root/python"
-if ! "$venv/bin/pip" install --disable-pip-version-check -q "$root/python" >"$venv.log" 2>&1; then
+# The build folder is a sibling of $1 (build-pip beside build): with ccache's base_dir at the
+# source root (CMakeLists.txt), the libraries' objects are the main build's, from the cache.
+export CMAKE_BUILD_PARALLEL_LEVEL=2
+if ! "$venv/bin/pip" install --disable-pip-version-check -q -C build-dir="$(cd "$1" && pwd)-pip" \
+     "$root/python" >"$venv.log" 2>&1; then
   tail -30 "$venv.log"
   echo "FAILED: pip install ./python"
   exit 1

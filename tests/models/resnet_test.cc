@@ -375,7 +375,9 @@ void check_resnet18_against_pytorch(bool deterministic, double tolerance, double
     ASSERT_TRUE(ref.tensors.count(name)) << name;
     const double d = relative_diff(got, ref.tensors.at(name));
     worst = std::max(worst, d);
-    EXPECT_LT(d, name.rfind("grad.", 0) == 0 ? grad_tolerance : tolerance) << name;
+    // end_point.bias's gradient is the sum of dy: no ReLU lies behind it.
+    const bool behind_relus = name.rfind("grad.", 0) == 0 && name != "grad.end_point.bias";
+    EXPECT_LT(d, behind_relus ? grad_tolerance : tolerance) << name;
   };
   net->set_train(false);
   check(run(*net, x), "eval_logits");
@@ -408,17 +410,18 @@ void check_resnet18_against_pytorch(bool deterministic, double tolerance, double
   random::seed_all(1, false);
 }
 
-// On loom's own kernels (deterministic mode): everything to 1e-4.
-TEST(ResNet, ResNet18SmallImageMatchesPyTorch) { check_resnet18_against_pytorch(true, 1e-4, 1e-4); }
+// Values, statistics, the loss and end_point.bias's gradient to 1e-4; the gradients behind ReLUs
+// to 2e-2. An input of a ReLU that lies within float32 rounding of zero falls on either side
+// depending on the kernels' order of operations, and every gradient behind it moves with it: on
+// these inputs one of layer4.1's last ReLU (image 1, channel 315, row 1, column 2) does. On loom's
+// own kernels (deterministic mode) conv1.weight's gradient was 3e-6 from PyTorch's on one
+// machine and 4.5e-3 on another (CI, 2026-11-27); on the default kernels (oneDNN's Winograd and
+// direct convolutions where the build has them) 9e-3, layer4.1.bn2d.gamma's 1e-3 (3e-6 with
+// LOOM_WINOGRAD=0). The exact gradient check is debug/reference_compare_resnet18: PyTorch in
+// Float64 taking loom's ReLU patterns, every gradient to 2e-5. The convolutions themselves are
+// checked against Float64 in tests/ops/conv_dnnl_test.cc.
+TEST(ResNet, ResNet18SmallImageMatchesPyTorch) { check_resnet18_against_pytorch(true, 1e-4, 2e-2); }
 
-// On the default kernels (oneDNN's Winograd and direct convolutions where the build has them):
-// values and the loss to 1e-4, the gradients to 2e-2. Measured: logits, statistics and loss
-// within 1e-4, but conv1.weight's gradient 9e-3 and layer4.1.bn2d.gamma's 1e-3 off PyTorch's
-// (3e-6 with LOOM_WINOGRAD=0). One input of layer4.1's last ReLU (image 1, channel 315, row 1,
-// column 2) lies within rounding of zero on these inputs (found when stride-2 convolutions were
-// re-associated, bench/README.md), so the rounding of Winograd's transforms is expected to flip
-// its mask; the convolutions themselves are checked against Float64 in
-// tests/ops/conv_dnnl_test.cc.
 TEST(ResNet, ResNet18SmallImageOnTheDefaultKernelsMatchesPyTorch) {
   check_resnet18_against_pytorch(false, 1e-4, 2e-2);
 }
