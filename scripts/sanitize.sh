@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/sanitize.sh [BUILD_DIR] [SANITIZERS]: builds loom with sanitizers in a second build
-# folder (default build-asan, address,undefined; a CPU-only build without the Python package)
+# folder (default build-asan, address,undefined; a CPU-only build without the Python package
+# and the benchmarks)
 # and runs the unit tests there, leak checking on. Any sanitizer finding aborts its test, which
 # fails. Suppressions: tests/sanitizers/lsan.supp (third-party libraries only). .ci/run calls it
 # after the README's test command; docs/testing.md says what it covers.
@@ -13,7 +14,7 @@ dir=${1:-build-asan}
 san=${2:-address,undefined}
 root=$PWD
 cmake -S . -B "$dir" -G Ninja -DLOOM_SANITIZE="$san" -DLOOM_CUDA=OFF -DLOOM_PYTHON=OFF \
-      -DCMAKE_BUILD_TYPE=Release >/dev/null
+      -DLOOM_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
 if [[ $san == thread ]]; then
   cmake --build "$dir" --target loom_ops_tests loom_data_tests loom_summary_tests parallel_driver
 else

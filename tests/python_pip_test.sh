@@ -21,11 +21,18 @@ rm -rf "$venv"
 "$venv/bin/pip" download --disable-pip-version-check -q --no-deps -d "$venv/probe" \
   scikit-build-core >/dev/null 2>&1 || missing "PyPI unreachable (pip download scikit-build-core)"
 echo "== pip install $root/python"
-# The build folder is a sibling of $1 (build-pip beside build): with ccache's base_dir at the
-# source root (CMakeLists.txt), the libraries' objects are the main build's, from the cache.
+# The build folder is a sibling of $1 (build-pip beside build) and the compilers are $1's: with
+# ccache's base_dir at the source root (CMakeLists.txt) the libraries' objects are the main
+# build's, from the cache (ccache hashes the compiler's name too, and pip's environment would
+# name x86_64-linux-gnu-g++).
 export CMAKE_BUILD_PARALLEL_LEVEL=2
-if ! "$venv/bin/pip" install --disable-pip-version-check -q -C build-dir="$(cd "$1" && pwd)-pip" \
-     "$root/python" >"$venv.log" 2>&1; then
+settings=(--config-settings=build-dir="$(cd "$1" && pwd)-pip")
+for lang in C CXX; do
+  compiler=$(sed -n "s/^CMAKE_${lang}_COMPILER:[A-Z]*=//p" "$1/CMakeCache.txt")
+  [ -z "$compiler" ] || settings+=(--config-settings=cmake.define.CMAKE_${lang}_COMPILER="$compiler")
+done
+if ! "$venv/bin/pip" install --disable-pip-version-check -q "${settings[@]}" "$root/python" \
+     >"$venv.log" 2>&1; then
   tail -30 "$venv.log"
   echo "FAILED: pip install ./python"
   exit 1
