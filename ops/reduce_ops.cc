@@ -230,6 +230,22 @@ void register_reduce_ops(Registry& r) {
   argmax.summary = "index of the first maximum along `axis` (NaN counts as the maximum)";
   argmax.mindir = {.function_args = {"axis", "output_type"}};
   r.add(std::move(argmax));
+
+  // MindSpore's FloatStatus: the overflow check of loss scaling (nn/train.h) sums one per
+  // gradient.
+  OpDef status;
+  status.name = "FloatStatus";
+  status.trait = Trait::kReduction;
+  status.infer = [](const InferContext& c) -> AbstractPtr {
+    const DType dt = c.tensor(0).dtype();
+    if (!is_floating(dt)) {
+      throw TypeError(c.error("expected a floating dtype, got " + std::string(dtype_name(dt))));
+    }
+    return ir::Abstract::tensor(DType::kFloat32, {1});
+  };
+  status.not_differentiable_because = "it is a 0/1 flag, piecewise constant";
+  status.summary = "[1.] when x has an Inf or NaN element, else [0.] (Float32, shape (1,))";
+  r.add(std::move(status));
 }
 
 }  // namespace loom::ops

@@ -276,6 +276,17 @@ void select_typed(const KernelContext& k) {
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
   T* py = y.data<T>();
+  if (c.numel() == 1 && a.shape() == y.shape() && b.shape() == y.shape()) {
+    // One condition for the whole tensor (loss scaling's skip of an update): a copy of the
+    // chosen input, or nothing where the output is that input (in place).
+    const T* src = pc[0] ? pa : pb;
+    if (src != py && y.numel() > 0) {
+      cpu::pool(k).parallel_for(y.numel(), kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
+        std::memcpy(py + begin, src + begin, static_cast<std::size_t>(end - begin) * sizeof(T));
+      });
+    }
+    return;
+  }
   if (c.shape() == y.shape() && a.shape() == y.shape() && b.shape() == y.shape()) {
     cpu::pool(k).parallel_for(y.numel(), kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
 #pragma GCC ivdep
@@ -371,9 +382,73 @@ void cast_to(const KernelContext& k) {
   }
 }
 
+// Float16 and BFloat16 tensors hold 16-bit patterns (core/ir/dtype.h): converted through
+// Float32, rounding to nearest even (a Float64 source is rounded to Float32 first).
+using ToBits = std::uint16_t (*)(float);
+using FromBits = float (*)(std::uint16_t);
+ToBits to_bits(DType d) { return d == DType::kFloat16 ? &float_to_half : &float_to_bfloat16; }
+FromBits from_bits(DType d) { return d == DType::kFloat16 ? &half_to_float : &bfloat16_to_float; }
+
+template <typename S>
+void cast_to_bits(const KernelContext& k) {
+  const S* px = k.in(0).data<S>();
+  auto* py = static_cast<std::uint16_t*>(k.out(0).raw_data());
+  const ToBits to = to_bits(k.out(0).dtype());
+  cpu::pool(k).parallel_for(k.out(0).numel(), kElementwiseGrain,
+                            [&](std::int64_t begin, std::int64_t end) {
+                              for (std::int64_t i = begin; i < end; ++i) {
+                                py[i] = to(static_cast<float>(px[i]));
+                              }
+                            });
+}
+
+template <typename D>
+void cast_bits_to(const KernelContext& k) {
+  const auto* px = static_cast<const std::uint16_t*>(k.in(0).raw_data());
+  D* py = k.out(0).data<D>();
+  const FromBits from = from_bits(k.in(0).dtype());
+  cpu::pool(k).parallel_for(k.out(0).numel(), kElementwiseGrain,
+                            [&](std::int64_t begin, std::int64_t end) {
+                              for (std::int64_t i = begin; i < end; ++i) {
+                                py[i] = convert<float, D>(from(px[i]));
+                              }
+                            });
+}
+
+// Cast from Float16 or BFloat16 (keyed by the source dtype).
+void cast_from_bits(const KernelContext& k) {
+  const DType src = k.in(0).dtype();
+  switch (k.out(0).dtype()) {
+    case DType::kFloat32: return cast_bits_to<float>(k);
+    case DType::kFloat64: return cast_bits_to<double>(k);
+    case DType::kInt32: return cast_bits_to<std::int32_t>(k);
+    case DType::kInt64: return cast_bits_to<std::int64_t>(k);
+    case DType::kUInt8: return cast_bits_to<std::uint8_t>(k);
+    case DType::kBool: return cast_bits_to<bool>(k);
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      const auto* px = static_cast<const std::uint16_t*>(k.in(0).raw_data());
+      auto* py = static_cast<std::uint16_t*>(k.out(0).raw_data());
+      if (k.out(0).dtype() == src) {
+        if (k.out(0).numel() > 0) std::memcpy(py, px, k.out(0).nbytes());
+        return;
+      }
+      const FromBits from = from_bits(src);
+      const ToBits to = to_bits(k.out(0).dtype());
+      for (std::int64_t i = 0; i < k.out(0).numel(); ++i) py[i] = to(from(px[i]));
+      return;
+    }
+    default: break;
+  }
+  throw TypeError("Cast: expected a dst_type with a CPU kernel, got " +
+                  std::string(dtype_name(k.out(0).dtype())));
+}
+
 template <typename S>
 void cast(const KernelContext& k) {
   switch (k.out(0).dtype()) {
+    case DType::kFloat16:
+    case DType::kBFloat16: return cast_to_bits<S>(k);
     case DType::kFloat32: return cast_to<S, float>(k);
     case DType::kFloat64: return cast_to<S, double>(k);
     case DType::kInt32: return cast_to<S, std::int32_t>(k);
@@ -464,6 +539,8 @@ void register_cpu_math_kernels(KernelRegistry& r) {
   r.add("Cast", DType::kInt64, &cast<std::int64_t>).elementwise();
   r.add("Cast", DType::kUInt8, &cast<std::uint8_t>).elementwise();
   r.add("Cast", DType::kBool, &cast<bool>).elementwise();
+  r.add("Cast", DType::kFloat16, &cast_from_bits).elementwise();
+  r.add("Cast", DType::kBFloat16, &cast_from_bits).elementwise();
 }
 
 }  // namespace loom::backend

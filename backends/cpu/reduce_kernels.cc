@@ -1,4 +1,4 @@
-// CPU kernels of the reductions (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ArgMax).
+// CPU kernels of the reductions (ReduceSum/Mean/Max/Min, ArgMax, FloatStatus).
 //
 // A reduction over any set of axes is done as a sequence of (outer, extent, inner) reductions:
 // adjacent reduced axes and adjacent kept axes merge, size-1 axes drop out, and the innermost
@@ -12,7 +12,9 @@
 // elements keep about log2(n) ulps of error instead of n. Which thread runs a chunk never
 // changes what it computes, so 1 and N threads give bitwise the same result.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -386,6 +388,32 @@ void argmax_kernel(const KernelContext& k) {
   }
 }
 
+// FloatStatus: 1 when an element's exponent bits are all ones (Inf or NaN). The bits are OR-ed
+// per chunk (a loop the compiler vectorizes; no floating compare), the chunks' flags kept apart.
+template <typename T>
+void float_status_kernel(const KernelContext& k) {
+  using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  constexpr Bits kExponent =
+      static_cast<Bits>(sizeof(T) == 4 ? 0x7f800000ull : 0x7ff0000000000000ull);
+  const Tensor& xt = k.in(0);
+  const Bits* x = reinterpret_cast<const Bits*>(xt.data<T>());
+  std::atomic<bool> found{false};
+  cpu::pool(k).parallel_for(xt.numel(), 4 * kGrain, [&](std::int64_t b, std::int64_t e) {
+    bool any = false;
+    for (std::int64_t i = b; i < e; i += 1024) {
+      const std::int64_t end = std::min(e, i + 1024);
+      Bits all = 0;  // exponent fields that are all ones, OR-ed
+      for (std::int64_t j = i; j < end; ++j) all |= (x[j] & kExponent) == kExponent ? 1 : 0;
+      if (all != 0) {
+        any = true;
+        break;
+      }
+    }
+    if (any) found.store(true, std::memory_order_relaxed);
+  });
+  k.out(0).data<float>()[0] = found.load() ? 1.0f : 0.0f;
+}
+
 template <typename T>
 void register_numeric(KernelRegistry& r) {
   const DType d = DTypeOf<T>::value;
@@ -404,6 +432,9 @@ void register_cpu_reduce_kernels(KernelRegistry& r) {
   register_numeric<std::int64_t>(r);
   r.add("ReduceMean", DType::kFloat32, mean_kernel<float>);
   r.add("ReduceMean", DType::kFloat64, mean_kernel<double>);
+  r.add("FloatStatus", DType::kFloat32, float_status_kernel<float>).writes_every_output_element();
+  r.add("FloatStatus", DType::kFloat64, float_status_kernel<double>)
+      .writes_every_output_element();
 }
 
 }  // namespace loom::backend

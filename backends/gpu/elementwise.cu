@@ -50,6 +50,9 @@
 #include <type_traits>
 #include <vector>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "backends/gpu/cuda.h"
 #include "backends/gpu/device_math.cuh"
 #include "backends/strided_box.h"
@@ -472,9 +475,80 @@ void cast_to(const KernelContext& k) {
   }
 }
 
+// Float16 and BFloat16 tensors hold 16-bit patterns: converted through Float32, rounding to
+// nearest even, as the CPU's Cast (core/ir/dtype.h).
+__device__ __forceinline__ uint16_t to_bits(float f, bool bf16) {
+  return bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(f)) : __half_as_ushort(__float2half_rn(f));
+}
+__device__ __forceinline__ float from_bits(uint16_t b, bool bf16) {
+  return bf16 ? __bfloat162float(__ushort_as_bfloat16(b)) : __half2float(__ushort_as_half(b));
+}
+
+template <typename S>
+struct CastToBitsFn {
+  const S* x;
+  bool bf16;
+  __device__ uint16_t flat(int64_t i) const { return to_bits(static_cast<float>(x[i]), bf16); }
+};
+
+template <typename D>
+struct CastFromBitsFn {
+  const uint16_t* x;
+  bool from_bf16, to_bf16;  // to_bf16: only for a 16-bit D
+  __device__ D flat(int64_t i) const {
+    const float v = from_bits(x[i], from_bf16);
+    if constexpr (std::is_same_v<D, uint16_t>) {
+      return to_bits(v, to_bf16);
+    } else {
+      return convert<float, D>(v);
+    }
+  }
+};
+
+template <typename S>
+void cast_to_bits(const KernelContext& k) {
+  const int64_t n = k.out(0).numel();
+  if (n == 0) return;
+  auto* y = static_cast<uint16_t*>(k.out(0).raw_data());
+  const CastToBitsFn<S> fn{k.in(0).data<S>(), k.out(0).dtype() == DType::kBFloat16};
+  flat_kernel<uint16_t, CastToBitsFn<S>><<<blocks(n), kThreads, 0, context(k).stream>>>(y, n, fn);
+  check_launch();
+}
+
+template <typename D>
+void cast_bits_to(const KernelContext& k, D* y) {
+  const int64_t n = k.out(0).numel();
+  if (n == 0) return;
+  const CastFromBitsFn<D> fn{static_cast<const uint16_t*>(k.in(0).raw_data()),
+                             k.in(0).dtype() == DType::kBFloat16,
+                             k.out(0).dtype() == DType::kBFloat16};
+  flat_kernel<D, CastFromBitsFn<D>><<<blocks(n), kThreads, 0, context(k).stream>>>(y, n, fn);
+  check_launch();
+}
+
+// Cast from Float16 or BFloat16 (keyed by the source dtype).
+void cast_from_bits(const KernelContext& k) {
+  switch (k.out(0).dtype()) {
+    case DType::kFloat32: return cast_bits_to<float>(k, k.out(0).data<float>());
+    case DType::kFloat64: return cast_bits_to<double>(k, k.out(0).data<double>());
+    case DType::kInt32: return cast_bits_to<std::int32_t>(k, k.out(0).data<std::int32_t>());
+    case DType::kInt64: return cast_bits_to<std::int64_t>(k, k.out(0).data<std::int64_t>());
+    case DType::kUInt8: return cast_bits_to<std::uint8_t>(k, k.out(0).data<std::uint8_t>());
+    case DType::kBool: return cast_bits_to<bool>(k, k.out(0).data<bool>());
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      return cast_bits_to<uint16_t>(k, static_cast<uint16_t*>(k.out(0).raw_data()));
+    default: break;
+  }
+  throw TypeError("Cast: expected a dst_type with a CUDA kernel, got " +
+                  std::string(dtype_name(k.out(0).dtype())));
+}
+
 template <typename S>
 void cast(const KernelContext& k) {
   switch (k.out(0).dtype()) {
+    case DType::kFloat16:
+    case DType::kBFloat16: return cast_to_bits<S>(k);
     case DType::kFloat32: return cast_to<S, float>(k);
     case DType::kFloat64: return cast_to<S, double>(k);
     case DType::kInt32: return cast_to<S, std::int32_t>(k);
@@ -1289,6 +1363,8 @@ void register_elementwise_kernels(KernelRegistry& r) {
   r.add("Cast", DType::kInt64, &cast<std::int64_t>).elementwise();
   r.add("Cast", DType::kUInt8, &cast<std::uint8_t>).elementwise();
   r.add("Cast", DType::kBool, &cast<bool>).elementwise();
+  r.add("Cast", DType::kFloat16, &cast_from_bits).elementwise();
+  r.add("Cast", DType::kBFloat16, &cast_from_bits).elementwise();
   r.add("Dropout", DType::kFloat32, dropout<float>);
   r.add("Dropout", DType::kFloat64, dropout<double>);
   r.add("FusedElementwise", DType::kFloat32, fused_elementwise<float>)

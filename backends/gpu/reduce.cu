@@ -754,6 +754,28 @@ void sparse_cross_entropy(const KernelContext& k) {
   sparse_cross_entropy_typed<T, int64_t>(k, rows, classes);
 }
 
+// FloatStatus: the flag is cleared, then any thread that meets an Inf or NaN writes 1 (the same
+// value from every writer: no race on the result).
+template <typename T>
+__global__ void float_status_kernel(const T* x, int64_t n, float* flag) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (!isfinite(x[i])) *flag = 1.0f;
+  }
+}
+
+template <typename T>
+void float_status(const KernelContext& k) {
+  const cudaStream_t stream = context(k).stream;
+  float* flag = k.out(0).data<float>();
+  LOOM_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(float), stream));
+  const int64_t n = k.in(0).numel();
+  if (n == 0) return;
+  const int64_t blocks = std::min<int64_t>(ceil_div(n, kThreads), 1024);
+  float_status_kernel<T><<<blocks, kThreads, 0, stream>>>(k.in(0).data<T>(), n, flag);
+  LOOM_CUDA_CHECK(cudaGetLastError());
+}
+
 // ---- Registration -------------------------------------------------------------------------
 
 template <typename T, typename Op, Axes kAxes = Axes::kAttr>
@@ -781,6 +803,7 @@ void register_floating(KernelRegistry& r) {
   r.add("SoftmaxCrossEntropyWithLogits", d, softmax_cross_entropy<T>);
   r.add("SparseSoftmaxCrossEntropyWithLogits", d, sparse_cross_entropy<T>)
       .with_prepare(prepare_sparse_cross_entropy);
+  r.add("FloatStatus", d, float_status<T>).writes_every_output_element();
 }
 
 }  // namespace

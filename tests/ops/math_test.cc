@@ -349,6 +349,32 @@ TEST(Math, Fill) {
             "Fill: expected non-negative dims in shape, got (2, -1)");
 }
 
+TEST(Math, CastToFloat16AndBFloat16RoundsToNearestEven) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor x = f32({6}, {0.1f, 65520.0f, -1e-8f, 1.0f + 1.0f / 256, 3.0f, NAN});
+  const Tensor h = run("Cast", {x}, {{"dst_type", Value::dtype(DType::kFloat16)}});
+  const Tensor b = run("Cast", {x}, {{"dst_type", Value::dtype(DType::kBFloat16)}});
+  const auto* hb = static_cast<const std::uint16_t*>(h.raw_data());
+  const auto* bb = static_cast<const std::uint16_t*>(b.raw_data());
+  // 0.1: half 0x2e66, bfloat16 0x3dcd; 65520 rounds to half's Inf; -1e-8 underflows to -0 in
+  // half, stays in bfloat16's range; 1 + 2^-8 is a tie in bfloat16 (to even: 1).
+  EXPECT_EQ(hb[0], 0x2e66);
+  EXPECT_EQ(bb[0], 0x3dcd);
+  EXPECT_EQ(h.get(1), inf);
+  EXPECT_EQ(hb[2], 0x8000);
+  EXPECT_NEAR(b.get(2), -1e-8, 1e-10);
+  EXPECT_EQ(b.get(3), 1.0);
+  EXPECT_EQ(h.get(4), 3.0);
+  EXPECT_TRUE(std::isnan(h.get(5)));
+  EXPECT_TRUE(std::isnan(b.get(5)));
+  // Back to Float32 exactly; between the two 16-bit types through Float32.
+  expect_tensor(run("Cast", {b}, {{"dst_type", Value::dtype(DType::kFloat32)}}), DType::kFloat32,
+                {6}, b.to_doubles());
+  const Tensor hb2 = run("Cast", {h}, {{"dst_type", Value::dtype(DType::kBFloat16)}});
+  EXPECT_EQ(hb2.get(4), 3.0);
+  EXPECT_EQ(hb2.get(1), inf);
+}
+
 TEST(Math, CastEveryPair) {
   // Each source holds values every destination can represent, so the expected result of any
   // pair is the source read as doubles and converted by the destination's rule.
@@ -356,9 +382,11 @@ TEST(Math, CastEveryPair) {
       f32({4}, {0, 1, 2.75f, -3.5f}), f64({4}, {0, 1, 2.75, -3.5}), i32({4}, {0, 1, 2, -3}),
       i64({4}, {0, 1, 2, -3}),
       Tensor::from_vector<std::uint8_t>({4}, {0, 1, 2, 200}),
-      boolean({4}, {false, true, true, false})};
-  const DType dsts[] = {DType::kFloat32, DType::kFloat64, DType::kInt32,
-                        DType::kInt64,   DType::kUInt8,   DType::kBool};
+      boolean({4}, {false, true, true, false}),
+      Tensor::from_doubles(DType::kFloat16, {4}, {0, 1, 2.75, -3.5}),
+      Tensor::from_doubles(DType::kBFloat16, {4}, {0, 1, 2.75, -3.5})};
+  const DType dsts[] = {DType::kFloat32, DType::kFloat64, DType::kInt32,   DType::kInt64,
+                        DType::kUInt8,   DType::kBool,    DType::kFloat16, DType::kBFloat16};
   for (const Tensor& src : sources) {
     for (DType dst : dsts) {
       SCOPED_TRACE(std::string(dtype_name(src.dtype())) + " -> " + std::string(dtype_name(dst)));

@@ -61,6 +61,7 @@ static const CaseRegistrar kRows({
     row("argmax_axis0_int64", "ArgMax",
         {{"axis", Value::i64(0)}, {"output_type", Value::dtype(DType::kInt64)}},
         {.shape = {5, 3}, .gen = kDistinct}, false),
+    row("float_status_finite", "FloatStatus", {}, {.shape = {4, 6}}, false),
 });
 
 Tensor f32(Shape shape, std::vector<float> v) { return Tensor::from_vector<float>(shape, v); }
@@ -155,6 +156,31 @@ TEST(Reduce, ArgMaxTiesTakeTheFirstIndex) {
   expect_tensor(run("ArgMax", f64({4}, {1, nan, 5, nan})), {}, {1}, kDoubleEq);
   expect_tensor(run("ArgMax", Tensor::from_vector<std::int32_t>({3}, {-4, 8, 8})), {}, {1},
                 kDoubleEq);
+}
+
+TEST(Reduce, FloatStatusFlagsInfAndNaNAnywhere) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const float big = std::numeric_limits<float>::max();
+  EXPECT_EQ(run("FloatStatus", f32({4}, {1, -2, big, -big})).dtype(), DType::kFloat32);
+  expect_tensor(run("FloatStatus", f32({4}, {1, -2, big, -big})), {1}, {0}, kDoubleEq);
+  // Beyond Float32's range is finite in Float64.
+  expect_tensor(run("FloatStatus", f64({3}, {1, double{big} * 4, 0})), {1}, {0}, kDoubleEq);
+  for (const double bad : {inf, -inf, nan}) {
+    // Anywhere in a tensor larger than one task's chunk, in both dtypes.
+    for (const std::int64_t at : {std::int64_t{0}, std::int64_t{70000}, std::int64_t{199999}}) {
+      Tensor x32(DType::kFloat32, {200000});
+      Tensor x64(DType::kFloat64, {200000});
+      x32.set(at, bad);
+      x64.set(at, bad);
+      expect_tensor(run("FloatStatus", x32), {1}, {1}, kDoubleEq);
+      expect_tensor(run("FloatStatus", x64), {1}, {1}, kDoubleEq);
+    }
+  }
+  expect_tensor(run("FloatStatus", Tensor(DType::kFloat32, {0})), {1}, {0}, kDoubleEq);
+  EXPECT_EQ(op_error<TypeError>("FloatStatus",
+                                {Value::tensor(Tensor::from_vector<std::int32_t>({1}, {1}))}, {}),
+            "FloatStatus: expected a floating dtype, got Int32");
 }
 
 TEST(Reduce, MaxGradientSharesTiesEvenly) {

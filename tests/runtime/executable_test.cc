@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <set>
 #include <tuple>
@@ -703,6 +704,13 @@ TEST(Executable, KernelsListedAsWritingEveryElementDoSo) {
     cases.push_back({"MaxPoolGradGrad", {any(x), pooled.as_tensor(), any(x)}, a});
     cases.push_back({"AvgPool", {any(x)}, a});
     cases.push_back({"AvgPoolGrad", {any(x), pooled.as_tensor(), any(p)}, a});
+  }
+  // FloatStatus: finite input, and one with an Inf (its single element either way).
+  cases.push_back({"FloatStatus", {any({5, 7})}, {}});
+  {
+    Tensor inf = any({5, 7});
+    inf.set(12, std::numeric_limits<double>::infinity());
+    cases.push_back({"FloatStatus", {inf}, {}});
   }
   // BatchNorm and its gradient, training and inference, NCHW and (N, C).
   for (bool training : {true, false}) {
