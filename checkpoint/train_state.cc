@@ -50,6 +50,14 @@ Checkpoint training_state(const nn::RunContext& rc) {
   // scalars, its states.
   const nn::TrainOneStepCell& step = *rc.train_network;
   for (auto& entry : step.optimizer().checkpoint_entries()) ck.tensors.push_back(std::move(entry));
+  // Loss scaling's states under MindSpore's names, and the steps it skipped (not counted in
+  // global_step).
+  for (const auto& [name, value] : step.loss_scale_states()) {
+    ck.tensors.emplace_back(name, backend::to_host(value));
+  }
+  if (!step.loss_scale_states().empty()) {
+    ck.tensors.emplace_back("loom.skipped_steps", i64(step.skipped_steps()));
+  }
   ck.tensors.emplace_back("epoch_num", i64(rc.cur_epoch_num));
   ck.tensors.emplace_back("step_num", i64(rc.cur_step_num));
   // The next batch: the rest of this epoch, or the start of the next one.
@@ -102,6 +110,24 @@ ResumePoint restore_training_state(nn::Model& model, const Checkpoint& ck) {
   }
   step.optimizer().load_entries(ck.tensors);
   step.set_num_steps(r.global_step);
+  // Loss scaling: its states must be there when this run scales (a resumed run must go on with
+  // the scale it had); a checkpoint's states are ignored by a run without it.
+  for (const auto& [name, value] : step.loss_scale_states()) {
+    const Tensor* t = ck.find(name);
+    if (t == nullptr) {
+      throw ValueError("restore_training_state: this run uses loss scaling " +
+                       step.loss_scale_manager().describe() + ", the checkpoint has no '" + name +
+                       "' (written without it?)");
+    }
+    step.set_loss_scale_state(name, *t);
+  }
+  if (!step.loss_scale_states().empty() && ck.find("loom.skipped_steps") != nullptr) {
+    r.skipped_steps = read_i64(ck, "loom.skipped_steps");
+    if (r.skipped_steps < 0) {
+      throw ValueError("restore_training_state: negative loom.skipped_steps in the checkpoint");
+    }
+    step.set_skipped_steps(r.skipped_steps);
+  }
   return r;
 }
 

@@ -19,6 +19,9 @@
 ///     ("momentum", "beta1_power"...), its states ("moments.<name>", "moment1.<name>",
 ///     "adam_m.<name>"...), so MindSpore's load_param_into_net restores a MindSpore optimizer
 ///     from it and the reverse;
+///   - with loss scaling (nn/train.h, LossScale), its states as MindSpore names them
+///     ("scale_sense", "current_iterator_step", "last_overflow_iterator_step") and
+///     "loom.skipped_steps" (Int64: the steps whose update was skipped, not in global_step);
 ///   - MindSpore's append_info: "epoch_num" and "step_num" (Int64, 0-d: the 1-based epoch and the
 ///     global step count at the save);
 ///   - loom's resume position: "loom.seed" (the global seed: the data order and every random draw
@@ -50,7 +53,8 @@ Checkpoint training_state(const nn::RunContext& rc);
 struct ResumePoint {
   std::int64_t epoch = 0;        ///< 0-based epoch of the next batch (TrainOptions::initial_epoch)
   std::int64_t index = 0;        ///< its index in that epoch
-  std::int64_t global_step = 0;  ///< steps done
+  std::int64_t global_step = 0;  ///< steps done (the optimizer's: without skipped ones)
+  std::int64_t skipped_steps = 0;  ///< steps whose update loss scaling skipped
 };
 
 /// Loads a training checkpoint into the model: parameters (strict: every network parameter must

@@ -6,6 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <iomanip>
+#include <limits>
+#include <sstream>
 
 #include "backends/backend.h"
 #include "core/autodiff/grad.h"
@@ -60,9 +63,66 @@ struct StepInfo {
   DType input_dtype = DType::kFloat32;      // of the learning rates and optimizer scalars
   std::size_t first_gradient = 0;           // output leaf of the first returned gradient
   std::vector<std::string> gradient_names;  // when return_gradients: the trailing outputs
+  std::vector<std::string> loss_scale_names;  // the loss scaling states, after the inputs
+  std::size_t overflow_leaf = 0;              // the overflow flag's output leaf (0: none)
 };
 
+constexpr const char* kScaleSense = "scale_sense";
+constexpr const char* kCurIter = "current_iterator_step";
+constexpr const char* kLastOverflowIter = "last_overflow_iterator_step";
+
+std::string number(double v) {
+  std::ostringstream s;
+  s << std::setprecision(10) << v;  // 16777216, not 1.67772e+07
+  return s.str();
+}
+
 }  // namespace
+
+LossScale LossScale::fixed(double loss_scale, bool drop_overflow_update) {
+  LossScale ls{.kind = Kind::kFixed, .scale = loss_scale,
+               .drop_overflow_update = drop_overflow_update};
+  ls.validate();
+  return ls;
+}
+
+LossScale LossScale::dynamic(double init_loss_scale, double scale_factor,
+                             std::int64_t scale_window) {
+  LossScale ls{.kind = Kind::kDynamic, .scale = init_loss_scale, .factor = scale_factor,
+               .window = scale_window};
+  ls.validate();
+  return ls;
+}
+
+std::string LossScale::describe() const {
+  switch (kind) {
+    case Kind::kNone: return "none";
+    case Kind::kFixed:
+      return "fixed " + number(scale) + (drop_overflow_update ? "" : " (updates kept on overflow)");
+    case Kind::kDynamic:
+      return "dynamic (init " + number(scale) + ", factor " + number(factor) + ", window " +
+             std::to_string(window) + ")";
+  }
+  return "none";
+}
+
+void LossScale::validate() const {
+  if (kind == Kind::kNone) return;
+  if (!std::isfinite(scale) || scale <= 0 || static_cast<float>(scale) == 0 ||
+      !std::isfinite(static_cast<float>(scale))) {
+    throw ValueError("loss scale: expected a finite positive scale (as Float32), got " +
+                     number(scale));
+  }
+  if (kind == Kind::kDynamic) {
+    if (!std::isfinite(factor) || factor < 1) {
+      throw ValueError("loss scale: expected a scale factor >= 1, got " + number(factor));
+    }
+    if (window < 1 || window > std::numeric_limits<std::int32_t>::max()) {
+      throw ValueError("loss scale: expected a scale window in [1, 2147483647], got " +
+                       std::to_string(window));
+    }
+  }
+}
 
 TrainOneStepCell::TrainOneStepCell(std::shared_ptr<Cell> net_with_loss,
                                    std::shared_ptr<optim::Optimizer> optimizer,
@@ -114,6 +174,44 @@ void TrainOneStepCell::set_state(const std::string& name, const Tensor& value) {
   copy_into(*dst, value);  // in place, on the state's device
 }
 
+void TrainOneStepCell::set_loss_scale(const LossScale& loss_scale) {
+  if (fn_->num_compilations() > 0 || fn_->last() != nullptr) {
+    throw ValueError("TrainOneStepCell.set_loss_scale: set it before the first step");
+  }
+  loss_scale.validate();
+  loss_scale_ = loss_scale;
+  loss_scale_states_.clear();
+  if (loss_scale.kind == LossScale::Kind::kNone) return;
+  loss_scale_states_.emplace(kScaleSense, Tensor::scalar(DType::kFloat32, loss_scale.scale));
+  if (loss_scale.kind == LossScale::Kind::kDynamic) {
+    loss_scale_states_.emplace(kCurIter, Tensor::scalar(DType::kInt32, 1));
+    loss_scale_states_.emplace(kLastOverflowIter, Tensor::scalar(DType::kInt32, 0));
+  }
+}
+
+double TrainOneStepCell::loss_scale() const {
+  auto it = loss_scale_states_.find(kScaleSense);
+  return it == loss_scale_states_.end() ? 1.0 : backend::to_host(it->second).get(0);
+}
+
+void TrainOneStepCell::set_loss_scale_state(const std::string& name, const Tensor& value) {
+  auto it = loss_scale_states_.find(name);
+  if (it == loss_scale_states_.end()) {
+    throw ValueError("TrainOneStepCell.set_loss_scale_state: expected a state of loss scaling " +
+                     loss_scale_.describe() + ", got '" + name + "'");
+  }
+  Tensor& dst = it->second;
+  if (dst.dtype() != value.dtype() || dst.numel() != 1 || value.numel() != 1) {
+    throw ValueError("TrainOneStepCell.set_loss_scale_state: state '" + name + "' is " +
+                     std::string(dtype_name(dst.dtype())) + shape_to_string(dst.shape()) +
+                     ", got " + std::string(dtype_name(value.dtype())) +
+                     shape_to_string(value.shape()));
+  }
+  // MindSpore saves the scalars as () or (1,): the value, in this state's shape.
+  Tensor host = backend::to_host(value).reshape(dst.shape());
+  copy_into(dst, host);
+}
+
 const ir::FuncGraph* TrainOneStepCell::step_graph() const {
   return fn_->last() ? fn_->last()->program.graph : nullptr;
 }
@@ -160,9 +258,10 @@ runtime::Program TrainOneStepCell::build(
     }
   }
   const bool has_updates = !t.updates.empty();
+  // With loss scaling the sensitivity is a step value (the scale): a parameter of the gradient.
   ir::FuncGraph* g = autodiff::grad(fwd, {.weights = trainable,
                                           .get_by_list = true,
-                                          .sens_param = has_updates,
+                                          .sens_param = has_updates || !loss_scale_states_.empty(),
                                           .return_value = true});
   passes::infer_graph(g);
   t.module->set_entry(g);  // the dump shows the gradient graph and what it calls
@@ -206,13 +305,25 @@ runtime::Program TrainOneStepCell::build(
     inputs.emplace_back(static_cast<ir::Node*>(
         step->add_parameter(name, Abstract::tensor(info->input_dtype, {}))));
   }
+  // Loss scaling's states (LossScale), after the optimizer's inputs.
+  std::map<std::string, ops::Var> ls;
+  for (const char* name : {kScaleSense, kCurIter, kLastOverflowIter}) {
+    auto it = loss_scale_states_.find(name);
+    if (it == loss_scale_states_.end()) continue;
+    ls[name] = ops::Var(static_cast<ir::Node*>(step->add_parameter(
+        name, Abstract::tensor(it->second.dtype(), it->second.shape()))));
+    info->loss_scale_names.push_back(name);
+  }
+  const bool scaled = !ls.empty();
   const std::size_t num_params = step->parameters().size();
 
   trace::GraphEmitter e(step);
   std::vector<ir::Node*> grad_args = call_args;
-  if (has_updates) {
-    // The sensitivity (ones_like(loss), zeros_like(new value)...), as constants.
-    const auto& outs = fwd->output()->abstract()->elements();
+  if (has_updates || scaled) {
+    // The sensitivity: ones_like(loss) (times the loss scale), zeros_like(new value)...
+    const ir::AbstractPtr out_abs = fwd->output()->abstract();
+    const std::vector<ir::AbstractPtr> outs =
+        has_updates ? out_abs->elements() : std::vector<ir::AbstractPtr>{out_abs};
     std::vector<ops::Var> sens;
     for (std::size_t i = 0; i < outs.size(); ++i) {
       Tensor s(outs[i]->dtype(), outs[i]->shape());  // zeros
@@ -221,7 +332,11 @@ runtime::Program TrainOneStepCell::build(
       }
       sens.push_back(e.constant(Value::tensor(std::move(s))));
     }
-    grad_args.push_back(e.node_of(e.make_tuple(sens)));
+    if (scaled) {
+      e.set_debug({.scope = "LossScale", .role = ir::Role::kBackward});
+      sens[0] = e.mul(sens[0], e.cast(ls[kScaleSense], outs[0]->dtype()));
+    }
+    grad_args.push_back(has_updates ? e.node_of(e.make_tuple(sens)) : e.node_of(sens[0]));
   }
   ir::CNode* call = step->add_call(g, grad_args);
   call->set_abstract(g->output()->abstract());
@@ -244,6 +359,27 @@ runtime::Program TrainOneStepCell::build(
                        std::to_string(slots.size()) + " parameters");
     }
   }
+  ops::Var overflow;  // Bool (): an Inf or NaN among the gradients (loss scaling)
+  if (scaled) {
+    // MindSpore's _grad_scale (times 1/scale) and, on the reduced gradients (the same on every
+    // rank: an Inf or NaN of one rank's reaches every rank's sum), its overflow check.
+    e.set_debug({.scope = "LossScale", .role = ir::Role::kBackward});
+    const ops::Var one = e.constant(Value::tensor(Tensor::scalar(DType::kFloat32, 1.0)));
+    const ops::Var inv = e.div(one, ls[kScaleSense]);
+    for (ops::Var& g : grad_of) {
+      const DType dt = g.node()->abstract()->dtype();
+      g = e.mul(g, dt == DType::kFloat32 ? inv : e.cast(inv, dt));
+    }
+    if (loss_scale_.checks_overflow()) {
+      ops::Var flags;
+      for (const ops::Var& g : grad_of) {
+        const ops::Var f = e.emit("FloatStatus", {g});
+        flags = flags.defined() ? e.add(flags, f) : f;
+      }
+      overflow = e.emit("Greater", {e.reshape(flags, {}),
+                                    e.constant(Value::tensor(Tensor::scalar(DType::kFloat32, 0)))});
+    }
+  }
   e.set_debug({.scope = optimizer_->name(), .role = ir::Role::kOptimizer});
   const std::vector<ops::Var> applied = optimizer_->transform_gradients(e, grad_of);
 
@@ -262,10 +398,14 @@ runtime::Program TrainOneStepCell::build(
       throw InternalError("TrainOneStepCell: " + optimizer_->name() + " returned " +
                           std::to_string(updated.size()) + " values for " + p->name);
     }
-    new_weights.push_back(updated[0]);
+    // On overflow every weight and state keeps its value.
+    const auto kept = [&](const ops::Var& old_value, const ops::Var& new_value) {
+      return overflow.defined() ? e.emit("Select", {overflow, old_value, new_value}) : new_value;
+    };
+    new_weights.push_back(kept(ops::Var(static_cast<ir::Node*>(w_params[slots[k]])), updated[0]));
     weight_params.push_back(2 + slots[k]);
     for (std::size_t j = 0; j < states.size(); ++j) {
-      new_states.push_back(updated[1 + j]);
+      new_states.push_back(kept(states[j], updated[1 + j]));
       state_param_index.push_back(2 + t.weights.size() + k * prefixes.size() + j);
     }
   }
@@ -289,6 +429,44 @@ runtime::Program TrainOneStepCell::build(
   for (std::size_t i = 0; i < new_values.size(); ++i) {
     outs.push_back(new_values[i]);
     donate.emplace_back(leaf++, value_params[i]);
+  }
+  if (scaled) {
+    // The loss scale's update (MindSpore's DynamicLossScaleUpdateCell), donated to its states.
+    e.set_debug({.scope = "LossScale", .role = ir::Role::kOptimizer});
+    const auto f32 = [&](double v) {
+      return e.constant(Value::tensor(Tensor::scalar(DType::kFloat32, v)));
+    };
+    const auto i32 = [&](double v) {
+      return e.constant(Value::tensor(Tensor::scalar(DType::kInt32, v)));
+    };
+    std::map<std::string, ops::Var> next;
+    if (loss_scale_.kind == LossScale::Kind::kDynamic) {
+      const ops::Var scale = ls[kScaleSense], cur = ls[kCurIter], last = ls[kLastOverflowIter];
+      const ops::Var on_overflow = e.emit(
+          "Select", {overflow,
+                     e.emit("Maximum", {e.mul(scale, e.div(f32(1), f32(loss_scale_.factor))), f32(1)}),
+                     scale});
+      // cur - last >= window, as cur - last > window - 1 (Int32).
+      const ops::Var should_inc =
+          e.emit("Greater", {e.sub(cur, last), i32(static_cast<double>(loss_scale_.window - 1))});
+      const ops::Var grown = e.emit(
+          "Select", {should_inc, e.mul(on_overflow, f32(loss_scale_.factor)), on_overflow});
+      next[kScaleSense] = e.emit("Select", {overflow, on_overflow, grown});
+      next[kLastOverflowIter] =
+          e.emit("Select", {overflow, cur, e.emit("Select", {should_inc, cur, last})});
+      next[kCurIter] = e.add(cur, i32(1));
+    }
+    const std::size_t first_ls_param = num_params - info->loss_scale_names.size();
+    for (std::size_t i = 0; i < info->loss_scale_names.size(); ++i) {
+      auto it = next.find(info->loss_scale_names[i]);
+      if (it == next.end()) continue;  // a fixed scale: an input only
+      outs.push_back(it->second);
+      donate.emplace_back(leaf++, first_ls_param + i);
+    }
+    if (overflow.defined()) {
+      outs.push_back(overflow);
+      info->overflow_leaf = leaf++;
+    }
   }
   info->first_gradient = leaf;
   if (return_gradients_) {  // after every donated output, so the donation indices hold
@@ -334,11 +512,24 @@ Tensor TrainOneStepCell::step(const Tensor& data, const Tensor& label) {
   for (Tensor& t : optimizer_->input_values(info.input_dtype)) {
     args.push_back(Value::tensor(backend::to_device(t, b)));
   }
+  for (const std::string& name : info.loss_scale_names) {
+    Tensor& st = loss_scale_states_.at(name);
+    if (st.device() != b.device()) st = backend::to_device(st, b);
+    args.push_back(Value::tensor(st));
+  }
   // The donated outputs are written into the arguments: weights and states in place.
   const Value out = fn_->run(entry, std::move(args));
-  optimizer_->step_done();
-  gradients_.clear();
   const auto& el = out.elements();
+  // A skipped update does not count as a step of the optimizer (MindSpore's is not run): its
+  // learning rate schedule and Adam's bias corrections stay where they were.
+  overflow_ = info.overflow_leaf != 0 &&
+              backend::to_host(el[info.overflow_leaf].as_tensor()).get(0) != 0;
+  if (overflow_) {
+    ++skipped_steps_;
+  } else {
+    optimizer_->step_done();
+  }
+  gradients_.clear();
   for (std::size_t i = 0; i < info.gradient_names.size(); ++i) {
     gradients_.emplace_back(info.gradient_names[i], el[info.first_gradient + i].as_tensor());
   }

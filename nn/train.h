@@ -113,6 +113,47 @@ using OptimizerKind = optim::OptimizerKind;
 using OptimizerSpec = optim::OptimizerSpec;
 ///@}
 
+/// Loss scaling, as MindSpore's loss scale managers (mindspore.amp) configure
+/// TrainOneStepWithLossScaleCell: FixedLossScaleManager(loss_scale, drop_overflow_update) and
+/// DynamicLossScaleManager(init_loss_scale, scale_factor, scale_window). With it, the step seeds
+/// the backward pass with the scale instead of 1, multiplies every gradient by 1/scale (after
+/// the gradient reducer, before the optimizer's transform), and, unless a fixed scale keeps its
+/// updates, checks the gradients (FloatStatus, summed): on an Inf or NaN every weight and
+/// optimizer state keeps its value (the step skips the update; the optimizer's step count does
+/// not advance, as MindSpore's optimizer is not run). The dynamic rule, inside the step graph:
+///   on overflow: scale = max(scale / factor, 1);
+///   should_inc = cur_iter - last_overflow_iter >= window;
+///   on overflow or should_inc: last_overflow_iter = cur_iter;
+///   should_inc and no overflow: scale *= factor;   cur_iter += 1 (from 1).
+/// The states are MindSpore's parameters: "scale_sense" (Float32, ()), and for the dynamic rule
+/// "current_iterator_step" and "last_overflow_iterator_step" (Int32, ()). They are step inputs
+/// donated to the step's outputs, so checkpoints hold them (checkpoint/train_state.h).
+struct LossScale {
+  /// No loss scaling, FixedLossScaleManager's or DynamicLossScaleManager's.
+  enum class Kind { kNone, kFixed, kDynamic };
+  Kind kind = Kind::kNone;           ///< which of the three
+  double scale = 1;                  ///< loss_scale (fixed), init_loss_scale (dynamic)
+  double factor = 2;                 ///< scale_factor (dynamic)
+  std::int64_t window = 2000;        ///< scale_window (dynamic)
+  bool drop_overflow_update = true;  ///< fixed: skip the update on overflow (dynamic always does)
+
+  /// MindSpore's FixedLossScaleManager (defaults 128, true).
+  static LossScale fixed(double loss_scale = 128, bool drop_overflow_update = true);
+  /// MindSpore's DynamicLossScaleManager (defaults 2**24, 2, 2000).
+  static LossScale dynamic(double init_loss_scale = 16777216, double scale_factor = 2,
+                           std::int64_t scale_window = 2000);
+  /// Whether the step checks the gradients for Inf and NaN (and skips the update on overflow).
+  bool checks_overflow() const {
+    return kind == Kind::kDynamic || (kind == Kind::kFixed && drop_overflow_update);
+  }
+  /// "none", "fixed 128", "fixed 128 (updates kept on overflow)", "dynamic (init 16777216,
+  /// factor 2, window 2000)".
+  std::string describe() const;
+  /// ValueError naming the field: a scale that is not finite and positive, a factor below 1, a
+  /// window below 1.
+  void validate() const;
+};
+
 /// MindSpore's nn.TrainOneStepCell: one training step of a network with its loss, compiled into
 /// one step graph with the optimizer's update (see nn/train.h). Not copyable.
 class TrainOneStepCell {
@@ -180,6 +221,28 @@ class TrainOneStepCell {
       ops::Emitter& e, const std::vector<ops::Var>& grads, const std::vector<std::string>& names)>;
   /// Sets the gradient reducer; before the first step (ValueError after).
   void set_gradient_reducer(GradientReducer reducer);
+  /// Loss scaling for the steps (LossScale above); before the first step (ValueError after, or
+  /// for an invalid LossScale). LossScale{} (kNone) turns it off.
+  void set_loss_scale(const LossScale& loss_scale);
+  /// The loss scaling the steps use.
+  const LossScale& loss_scale_manager() const { return loss_scale_; }
+  /// The current loss scale (1 without loss scaling), read from its state.
+  double loss_scale() const;
+  /// Whether the last step found an Inf or NaN gradient and skipped its update (false before
+  /// the first step and when the steps do not check).
+  bool overflow() const { return overflow_; }
+  /// Steps skipped on overflow (since this cell was made, or as set by a restore), and its
+  /// restore.
+  ///@{
+  std::int64_t skipped_steps() const { return skipped_steps_; }
+  void set_skipped_steps(std::int64_t n) { skipped_steps_ = n; }
+  ///@}
+  /// The loss scaling states by name ("scale_sense"...; empty without loss scaling), and a
+  /// restore of one (ValueError for an unknown name, a dtype or shape mismatch).
+  ///@{
+  const std::map<std::string, Tensor>& loss_scale_states() const { return loss_scale_states_; }
+  void set_loss_scale_state(const std::string& name, const Tensor& value);
+  ///@}
   /// The step graph the last step ran (null before the first step). Lives as long as this cell.
   const ir::FuncGraph* step_graph() const;
   /// The network with its loss (net_with_loss).
@@ -209,6 +272,10 @@ class TrainOneStepCell {
   std::unique_ptr<runtime::CompiledFunction> fn_;
   bool return_gradients_ = false;
   GradientReducer reducer_;
+  LossScale loss_scale_;
+  std::map<std::string, Tensor> loss_scale_states_;
+  bool overflow_ = false;
+  std::int64_t skipped_steps_ = 0;
   std::vector<std::pair<std::string, Tensor>> gradients_;
   backend::BatchMover batches_;  ///< the batches' copies to the step's device
 };

@@ -183,6 +183,13 @@ void SummaryCollector::on_train_step_end(nn::RunContext& rc) {
     const std::vector<double> v = backend::to_host(rc.loss).to_doubles();
     record_->add_scalar("loss", std::accumulate(v.begin(), v.end(), 0.0) / double(v.size()),
                         step);
+    // Loss scaling (nn/train.h): the scale after this step and the steps skipped so far.
+    if (rc.train_network &&
+        rc.train_network->loss_scale_manager().kind != nn::LossScale::Kind::kNone) {
+      record_->add_scalar("loss_scale", rc.train_network->loss_scale(), step);
+      record_->add_scalar("skipped_steps", static_cast<double>(rc.train_network->skipped_steps()),
+                          step);
+    }
   }
   if (lr_ && rc.train_network) {
     const optim::Optimizer& opt = rc.train_network->optimizer();

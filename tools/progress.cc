@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "nn/train.h"
 
 namespace loom::tools {
 namespace {
@@ -70,6 +71,13 @@ void ProgressCallback::on_train_step_end(nn::RunContext& rc) {
   last_step_end_ = Clock::now();
   const double elapsed = std::chrono::duration<double>(last_step_end_ - epoch_begin_).count();
   const bool last = rc.step_in_epoch >= rc.batch_num;
+  if (rc.train_network && rc.train_network->overflow()) {
+    // Loss scaling skipped this step's update: said on a line of its own.
+    if (terminal_ && drawn_) *out_ << "\r\033[K";
+    drawn_ = false;
+    *out_ << "step " << rc.cur_step_num << ": an Inf or NaN gradient, update skipped; loss scale "
+          << rc.train_network->loss_scale() << std::endl;
+  }
   if (terminal_) {
     if (last || !drawn_ || seconds_since(last_draw_) >= kRedrawSeconds) {
       draw(rc, elapsed);
@@ -116,6 +124,12 @@ void ProgressCallback::on_train_epoch_end(nn::RunContext& rc) {
         << fixed(rc.epoch_loss_mean, 4);
   if (rc.epoch_loss_first_step > 1) {  // resumed in the middle of this epoch
     *out_ << " (steps " << rc.epoch_loss_first_step << "-" << rc.batch_num << ", since the resume)";
+  }
+  if (rc.train_network &&
+      rc.train_network->loss_scale_manager().kind != nn::LossScale::Kind::kNone) {
+    const std::int64_t skipped = rc.train_network->skipped_steps();
+    *out_ << ", loss scale " << rc.train_network->loss_scale() << " (" << skipped << " step"
+          << (skipped == 1 ? "" : "s") << " skipped)";
   }
   if (auto it = rc.metrics.find("loss"); it != rc.metrics.end()) {
     *out_ << ", test loss " << fixed(it->second, 4);

@@ -49,6 +49,12 @@ constexpr char kTrainHelp[] =
     "  --weight-decay X    weight decay (default 0; as MindSpore, not applied to parameters whose\n"
     "                      names contain beta or gamma)\n"
     "  --clip-grad-norm X  scale the gradients to a global norm of at most X\n"
+    "  --loss-scale S      none (default) | fixed[:SCALE[:keep]] | dynamic[:INIT[:FACTOR[:WINDOW]]]:\n"
+    "                      MindSpore's Fixed/DynamicLossScaleManager (defaults 128; 2**24, 2,\n"
+    "                      2000). The backward pass starts from the scale, the gradients are\n"
+    "                      divided by it, and a step with an Inf or NaN gradient skips its\n"
+    "                      update (fixed:S:keep applies it); dynamic halves the scale then and\n"
+    "                      doubles it after WINDOW clean steps. Checkpointed with the run\n"
     "  --dataset NAME      one of the recipe's datasets (lenet: fashion-mnist; resnet*:\n"
     "                      fashion-mnist, cifar10, fake-imagenet: synthetic 3x224x224 images)\n"
     "  --seed S            seed of the initial weights and the shuffle (default 1; when resuming,\n"
@@ -146,7 +152,8 @@ constexpr char kTrainHelp[] =
     "BatchNorm, whose moving statistics are each rank's own); with --ckpt-dir: checkpoint (the\n"
     "last file saved); when resumed: resumed_from, initial_step; with --launch-log: launch_log;\n"
     "with a dump: dump, dump_bytes; with --watch: watch_hits, watch_stopped; with --profile:\n"
-    "profile, profile_steps.\n";
+    "profile, profile_steps; with --loss-scale: loss_scale (after the last step),\n"
+    "skipped_steps.\n";
 
 constexpr char kEvalHelp[] =
     "usage: loom eval MODEL [options]\n"
@@ -235,6 +242,52 @@ double parse_positive_double(const std::string& flag, const std::string& text) {
   return v;
 }
 
+// --loss-scale none | fixed[:SCALE[:keep]] | dynamic[:INIT[:FACTOR[:WINDOW]]] (nn::LossScale;
+// MindSpore's managers' defaults: fixed 128, dynamic 2**24, 2, 2000).
+nn::LossScale parse_loss_scale(const std::string& flag, const std::string& text) {
+  std::vector<std::string> parts;
+  std::string::size_type start = 0;
+  for (;;) {
+    const auto colon = text.find(':', start);
+    parts.push_back(text.substr(start, colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  const std::string& kind = parts[0];
+  const auto bad = [&](const std::string& why) {
+    return UsageError(flag + ": " + why + ", got '" + text + "' (none, fixed[:SCALE[:keep]] or " +
+                      "dynamic[:INIT[:FACTOR[:WINDOW]]])");
+  };
+  if (kind == "none" && parts.size() == 1) return {};
+  if (kind == "fixed" && parts.size() <= 3) {
+    nn::LossScale ls = nn::LossScale::fixed();
+    if (parts.size() > 1) ls.scale = parse_positive_double(flag, parts[1]);
+    if (parts.size() > 2) {
+      if (parts[2] != "keep") throw bad("expected 'keep' after the fixed scale");
+      ls.drop_overflow_update = false;
+    }
+    try {
+      ls.validate();
+    } catch (const ValueError& e) {
+      throw bad(e.what());
+    }
+    return ls;
+  }
+  if (kind == "dynamic" && parts.size() <= 4) {
+    nn::LossScale ls = nn::LossScale::dynamic();
+    if (parts.size() > 1) ls.scale = parse_positive_double(flag, parts[1]);
+    if (parts.size() > 2) ls.factor = parse_positive_double(flag, parts[2]);
+    if (parts.size() > 3) ls.window = parse_int<std::int64_t>(flag, parts[3], 1, 2147483647);
+    try {
+      ls.validate();
+    } catch (const ValueError& e) {
+      throw bad(e.what());
+    }
+    return ls;
+  }
+  throw bad("expected a loss scaling");
+}
+
 double parse_nonneg_double(const std::string& flag, const std::string& text, double below) {
   char* end = nullptr;
   const double v = text.empty() ? NAN : std::strtod(text.c_str(), &end);
@@ -281,7 +334,7 @@ Options parse_options(const std::string& command, const std::vector<std::string>
   const std::vector<std::string> train_only = {
       "--epochs",   "--lr",       "--train-samples", "--momentum",    "--weight-decay",
       "--ckpt-dir", "--save-steps", "--keep-ckpt",   "--resume",      "--summary-dir",
-      "--summary-freq", "--summary-collect", "--step-delay-ms", "--optimizer", "--clip-grad-norm", "--launch-log",
+      "--summary-freq", "--summary-collect", "--step-delay-ms", "--optimizer", "--clip-grad-norm", "--loss-scale", "--launch-log",
       "--launch-log-step", "--watch", "--watch-every", "--watch-stop", "--profile",
       "--profile-start-step", "--profile-stop-step", "--profile-memory",
       "--profile-communication", "--step-delay-rank"};
@@ -368,6 +421,8 @@ Options parse_options(const std::string& command, const std::vector<std::string>
       o.run.optimizer = v;
     } else if (flag == "--clip-grad-norm") {
       o.run.clip_grad_norm = parse_positive_double(flag, value());
+    } else if (flag == "--loss-scale") {
+      o.run.loss_scale = parse_loss_scale(flag, value());
     } else if (flag == "--device") {
       const std::string v = value();
       try {
@@ -498,7 +553,9 @@ int run_train(const Options& o) {
     std::cout << "loom train " << i.model << ": " << i.dataset_title << ", " << i.steps_per_epoch
               << " batches of " << batch.str() << " per epoch, " << i.epochs << " epoch"
               << (i.epochs == 1 ? "" : "s") << ", " << i.optimizer << ", seed " << i.seed
-              << (i.deterministic ? " (deterministic)" : "") << ", " << mode_name(i.mode)
+              << (i.deterministic ? " (deterministic)" : "")
+              << (i.loss_scale.empty() ? "" : ", loss scale " + i.loss_scale) << ", "
+              << mode_name(i.mode)
               << " mode, " << i.threads << " thread" << (i.threads == 1 ? "" : "s") << std::endl;
     // Under mpirun the ranks' stdout is a pseudo-terminal whatever mpirun's own is (Open MPI's I/O
     // forwarding): log lines there, never the redrawn bar.

@@ -327,6 +327,10 @@ std::string RunResult::to_json() const {
   j["seed"] = seed;
   j["train_loss"] = number(train_loss);
   if (train_loss_first_step > 1) j["train_loss_first_step"] = train_loss_first_step;
+  if (skipped_steps >= 0) {
+    j["loss_scale"] = number(loss_scale, 9);  // a Float32 value, exactly
+    j["skipped_steps"] = skipped_steps;
+  }
   j["test_accuracy"] = number(test_accuracy);
   j["test_loss"] = number(test_loss);
   j["train_images_per_s"] = number(train_images_per_s, 5);
@@ -585,7 +589,10 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
                .mode = c.mode,
                .threads = threads,
                .ranks = nranks,
-               .rank = comm.rank()};
+               .rank = comm.rank(),
+               .loss_scale = c.loss_scale.kind == nn::LossScale::Kind::kNone
+                                 ? std::string()
+                                 : c.loss_scale.describe()};
   // The dumper and the numerics checker first: a bad dump configuration stops the run before it
   // starts, and they see the step numbers before the other callbacks run.
   std::vector<nn::Callback*> callbacks;
@@ -594,12 +601,16 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
                        rs.epochs * steps_per_epoch);
   if (hooks.on_start) hooks.on_start(info);
 
+  if (c.loss_scale.kind != nn::LossScale::Kind::kNone) {
+    model.build_train_network().set_loss_scale(c.loss_scale);
+  }
   nn::TrainOptions train_options;
   checkpoint::ResumePoint resumed;
   if (resume.ck) {
     model.build_train_network();
     resumed = checkpoint::restore_training_state(model, *resume.ck);
-    if (resumed.epoch * steps_per_epoch + resumed.index != resumed.global_step) {
+    if (resumed.epoch * steps_per_epoch + resumed.index !=
+        resumed.global_step + resumed.skipped_steps) {
       throw ValueError("--resume " + resume.path + ": the checkpoint's position (epoch " +
                         std::to_string(resumed.epoch + 1) + ", row " +
                         std::to_string(resumed.index) + ", step " +
@@ -699,6 +710,10 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
   result.epochs = rs.epochs;
   result.batch_size = rs.batch_size;
   result.seed = c.seed;
+  if (c.loss_scale.kind != nn::LossScale::Kind::kNone) {
+    result.loss_scale = model.build_train_network().loss_scale();
+    result.skipped_steps = model.build_train_network().skipped_steps();
+  }
   result.train_loss = result.evaluated_only ? NAN : st.epoch_loss_mean;
   result.train_loss_first_step = st.epoch_loss_first_step;
   result.test_accuracy = metric(metrics, "accuracy");

@@ -41,6 +41,7 @@
 #include "core/ir/error.h"
 #include "nn/callback.h"
 #include "nn/context.h"
+#include "nn/train.h"
 
 namespace loom::nn {
 class Cell;
@@ -83,6 +84,7 @@ struct RunConfig {
   std::optional<double> momentum;
   std::optional<double> weight_decay;
   double clip_grad_norm = 0;                // > 0: global-norm clipping
+  nn::LossScale loss_scale;                 // none by default (nn/train.h)
   std::string dataset;                      // "" = the recipe's
   std::string data_dir;                     // "" = the dataset's default location
   std::uint64_t seed = 1;
@@ -126,6 +128,7 @@ struct RunInfo {
   bool deterministic = false;
   nn::ExecMode mode = nn::ExecMode::kGraph;
   int threads = 0, ranks = 1, rank = 0;
+  std::string loss_scale;  // LossScale::describe(), "" without loss scaling
 };
 
 // The run's result record (rank 0's view; every rank computes the same metrics).
@@ -161,6 +164,10 @@ struct RunResult {
   std::int64_t profile_steps = 0;
   bool watch_stopped = false;    // --watch-stop ended training at a hit
   bool evaluated_only = false;  // resumed from the end of training: evaluated, not trained
+  // With --loss-scale: the scale after the last step and the steps skipped (JSON loss_scale and
+  // skipped_steps, only then).
+  double loss_scale = 0;
+  std::int64_t skipped_steps = -1;
 
   // One line of JSON (the keys of `loom train --json`, documented in its help).
   std::string to_json() const;

@@ -91,7 +91,7 @@ from loom.train import (  # noqa: E402
     SummaryCollector,
     TimeMonitor,
 )
-from loom import common, communication, debug, io, models  # noqa: E402
+from loom import amp, common, communication, debug, io, models  # noqa: E402
 from loom.communication import (  # noqa: E402
     ParallelMode,
     get_auto_parallel_context,
@@ -109,7 +109,7 @@ from loom.io import (  # noqa: E402
 __all__ = [
     "GRAPH_MODE", "PYNATIVE_MODE", "set_context", "get_context", "set_seed", "nn", "Parameter", "dataset",
     "Model", "Callback", "LossMonitor", "TimeMonitor", "ModelCheckpoint", "CheckpointConfig",
-    "SummaryCollector", "Profiler", "models", "communication", "ParallelMode",
+    "SummaryCollector", "Profiler", "models", "amp", "communication", "ParallelMode",
     "set_auto_parallel_context", "get_auto_parallel_context", "reset_auto_parallel_context", "io", "save_checkpoint",
     "load_checkpoint", "load_param_into_net", "export", "load",
     "DType", "Tensor", "Var", "from_dlpack", "ops", "grad", "value_and_grad",

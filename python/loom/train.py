@@ -23,14 +23,22 @@ from loom._loom import (  # noqa: F401
 
 
 class Model(_loom.Model):
-    """MindSpore's Model: Model(network, loss_fn, optimizer, metrics={"accuracy"}), then
-    train(epoch, train_dataset, callbacks=...), eval(valid_dataset), predict(x)."""
+    """MindSpore's Model: Model(network, loss_fn, optimizer, metrics={"accuracy"},
+    loss_scale_manager=None), then train(epoch, train_dataset, callbacks=...),
+    eval(valid_dataset), predict(x). loss_scale_manager: loom.amp's Fixed- or
+    DynamicLossScaleManager (the step's loss scaling; loss_scale and skipped_steps read it)."""
 
-    def __init__(self, network, loss_fn, optimizer, metrics=None):
+    def __init__(self, network, loss_fn, optimizer, metrics=None, loss_scale_manager=None):
         _loom.Model.__init__(self, network, loss_fn, optimizer, metrics)
         import loom  # noqa: PLC0415
         if loom._context["save_graphs"]:
             self._set_save_graphs_dir(loom._context["save_graphs_path"])
+        if loss_scale_manager is not None:
+            from loom import amp  # noqa: PLC0415
+            if not isinstance(loss_scale_manager, amp.LossScaleManager):
+                raise TypeError("Model: loss_scale_manager must be a loom.amp.FixedLossScaleManager "
+                                f"or DynamicLossScaleManager, got {type(loss_scale_manager).__name__}")
+            self._set_loss_scale(loss_scale_manager._native)
 
     def train(self, epoch, train_dataset, callbacks=None, dataset_sink_mode=False):
         """Trains for epoch epochs (MindSpore's total); callbacks: one or a list. In the

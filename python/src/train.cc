@@ -293,6 +293,16 @@ void init_train(py::module_& m) {
   bind_adam<optim::Adam>(m, "Adam", 1e-8);
   bind_adam<optim::AdamWeightDecay>(m, "AdamWeightDecay", 1e-6);
 
+  // ---- loss scaling (nn::LossScale; loom.amp's managers make one) ----
+  py::class_<nn::LossScale>(m, "LossScale")
+      .def_static("fixed", &nn::LossScale::fixed, py::arg("loss_scale") = 128.0,
+                  py::arg("drop_overflow_update") = true)
+      .def_static("dynamic", &nn::LossScale::dynamic, py::arg("init_loss_scale") = 16777216.0,
+                  py::arg("scale_factor") = 2.0, py::arg("scale_window") = 2000)
+      .def_readonly("scale", &nn::LossScale::scale)
+      .def_readonly("drop_overflow_update", &nn::LossScale::drop_overflow_update)
+      .def("__repr__", &nn::LossScale::describe);
+
   // ---- one training step ----
   py::class_<nn::TrainOneStepCell, std::shared_ptr<nn::TrainOneStepCell>>(m, "TrainOneStepCell")
       .def(py::init([](std::shared_ptr<nn::Cell> network,
@@ -481,6 +491,18 @@ void init_train(py::module_& m) {
           },
           py::arg("valid_dataset"))
       .def("_set_save_graphs_dir", &nn::Model::set_save_graphs_dir)
+      .def("_set_loss_scale",
+           [](nn::Model& model, const nn::LossScale& ls) {
+             model.build_train_network().set_loss_scale(ls);
+           })
+      .def_property_readonly(
+          "loss_scale",
+          [](nn::Model& model) { return model.build_train_network().loss_scale(); },
+          "the current loss scale (1 without loss scaling)")
+      .def_property_readonly(
+          "skipped_steps",
+          [](nn::Model& model) { return model.build_train_network().skipped_steps(); },
+          "training steps whose update loss scaling skipped (an Inf or NaN gradient)")
 
       .def("predict", [](nn::Model& model, const Tensor& x) {
         py::gil_scoped_release release;

@@ -338,3 +338,37 @@ def test_cell_list_and_identity_keep_mindspores_names():
     assert [k for k, _ in net.parameters_and_names()] == [
         "layers.0.weight", "layers.0.bias", "layers.2.weight", "layers.2.bias"]
     assert net(loom.Tensor(np.ones((4, 3), np.float32))).shape == (4, 2)
+
+
+def test_loss_scale_managers_from_python():
+    # 8 clean steps a epoch: with scale_window 3 the scale doubles at steps 3 and 6; a batch with
+    # an Inf then halves it, skips that update, and the weights stay as they were.
+    def model_with(manager):
+        loom.set_seed(5)
+        net = nn.SequentialCell([nn.Dense(4, 8), nn.ReLU(), nn.Dense(8, 2)])
+        loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True)
+        opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+        return net, loom.Model(net, loss, opt, loss_scale_manager=manager)
+
+    plain_net, plain = model_with(None)
+    net, model = model_with(loom.amp.DynamicLossScaleManager(init_loss_scale=1024, scale_window=3))
+    assert repr(loom.amp.DynamicLossScaleManager()) == (
+        "DynamicLossScaleManager(dynamic (init 16777216, factor 2, window 2000))")
+    plain.train(1, small_data())
+    model.train(1, small_data())
+    assert model.loss_scale == 4096 and model.skipped_steps == 0
+    assert weights_sha256(net) == weights_sha256(plain_net)  # a power-of-2 scale is exact
+    x = np.ones((8, 4), np.float32)
+    x[0, 0] = np.inf
+    bad = loom.dataset.NumpySlicesDataset((x, np.zeros(8, np.int32)),
+                                          column_names=["x", "y"]).batch(8)
+    before = weights_sha256(net)
+    model.train(1, bad)
+    assert model.loss_scale == 2048 and model.skipped_steps == 1
+    assert weights_sha256(net) == before
+    fixed = loom.amp.FixedLossScaleManager(64, drop_overflow_update=False)
+    assert fixed.get_loss_scale() == 64 and fixed.get_drop_overflow_update() is False
+    with pytest.raises(ValueError, match="scale factor >= 1"):
+        loom.amp.DynamicLossScaleManager(scale_factor=0.5)
+    with pytest.raises(TypeError, match="loss_scale_manager"):
+        model_with(1024)

@@ -4,10 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/ir/tensor.h"
+#include "nn/layers.h"
+#include "nn/train.h"
 
 namespace loom::tools {
 namespace {
@@ -78,6 +83,56 @@ TEST(Progress, FormatsDurations) {
   EXPECT_EQ(ProgressCallback::format_duration(65.4), "1:05");
   EXPECT_EQ(ProgressCallback::format_duration(3600 * 12 + 7), "12:00:07");
   EXPECT_EQ(ProgressCallback::format_duration(-1), "?");
+}
+
+}  // namespace
+}  // namespace loom::tools
+
+namespace loom::tools {
+namespace {
+
+// A one-layer network whose loss is the sum of its outputs times the labels.
+class DotLoss : public nn::Cell {
+ public:
+  DotLoss() : nn::Cell("DotLoss") {}
+  ops::Var construct(const std::vector<ops::Var>& in) override {
+    return nn::current_emitter().reduce_sum(nn::mul(in[0], in[1]), {}, false);
+  }
+};
+
+TEST(Progress, SaysWhichStepsLossScalingSkippedAndTheScale) {
+  auto net = std::make_shared<nn::WithLossCell>(std::make_shared<nn::Dense>(3, 2),
+                                                std::make_shared<DotLoss>());
+  nn::TrainOneStepCell step(net, nn::OptimizerSpec{.kind = nn::OptimizerKind::kMomentum,
+                                                   .learning_rate = 0.1, .momentum = 0.9});
+  step.set_loss_scale(nn::LossScale::dynamic(1024, 2, 100));
+  std::ostringstream out;
+  ProgressCallback cb(out, /*terminal=*/false);
+  nn::RunContext rc;
+  rc.epoch_num = 1;
+  rc.cur_epoch_num = 1;
+  rc.batch_num = 2;
+  rc.train_network = &step;
+  cb.on_train_epoch_begin(rc);
+  const Tensor y = Tensor::from_doubles(DType::kFloat32, {1, 2}, {1, -1});
+  for (int i = 1; i <= 2; ++i) {  // step 1 overflows (an Inf input), step 2 does not
+    const double x0 = i == 1 ? std::numeric_limits<double>::infinity() : 0.5;
+    rc.loss = step.step(Tensor::from_doubles(DType::kFloat32, {1, 3}, {x0, 1, 2}), y);
+    rc.step_in_epoch = rc.cur_step_num = i;
+    rc.batch_size = 1;
+    rc.epoch_loss_mean = 1.0;
+    rc.epoch_loss_steps = i;
+    cb.on_train_step_end(rc);
+  }
+  cb.on_train_epoch_end(rc);
+  const std::string s = out.str();
+  EXPECT_EQ(count(s, "update skipped"), 1) << s;
+  EXPECT_NE(s.find("step 1: an Inf or NaN gradient, update skipped; loss scale 512\n"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("epoch 1/1: train loss 1.0000, loss scale 512 (1 step skipped), "),
+            std::string::npos)
+      << s;
 }
 
 }  // namespace
