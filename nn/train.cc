@@ -181,7 +181,7 @@ void TrainOneStepCell::set_loss_scale(const LossScale& loss_scale) {
   loss_scale.validate();
   loss_scale_ = loss_scale;
   loss_scale_states_.clear();
-  if (loss_scale.kind == LossScale::Kind::kNone) return;
+  if (!loss_scale.enabled()) return;
   loss_scale_states_.emplace(kScaleSense, Tensor::scalar(DType::kFloat32, loss_scale.scale));
   if (loss_scale.kind == LossScale::Kind::kDynamic) {
     loss_scale_states_.emplace(kCurIter, Tensor::scalar(DType::kInt32, 1));
@@ -259,9 +259,10 @@ runtime::Program TrainOneStepCell::build(
   }
   const bool has_updates = !t.updates.empty();
   // With loss scaling the sensitivity is a step value (the scale): a parameter of the gradient.
+  const bool scaled = loss_scale_.enabled();
   ir::FuncGraph* g = autodiff::grad(fwd, {.weights = trainable,
                                           .get_by_list = true,
-                                          .sens_param = has_updates || !loss_scale_states_.empty(),
+                                          .sens_param = has_updates || scaled,
                                           .return_value = true});
   passes::infer_graph(g);
   t.module->set_entry(g);  // the dump shows the gradient graph and what it calls
@@ -314,7 +315,6 @@ runtime::Program TrainOneStepCell::build(
         name, Abstract::tensor(it->second.dtype(), it->second.shape()))));
     info->loss_scale_names.push_back(name);
   }
-  const bool scaled = !ls.empty();
   const std::size_t num_params = step->parameters().size();
 
   trace::GraphEmitter e(step);

@@ -142,6 +142,8 @@ struct LossScale {
   /// MindSpore's DynamicLossScaleManager (defaults 2**24, 2, 2000).
   static LossScale dynamic(double init_loss_scale = 16777216, double scale_factor = 2,
                            std::int64_t scale_window = 2000);
+  /// Whether the loss is scaled at all (kind is not kNone).
+  bool enabled() const { return kind != Kind::kNone; }
   /// Whether the step checks the gradients for Inf and NaN (and skips the update on overflow).
   bool checks_overflow() const {
     return kind == Kind::kDynamic || (kind == Kind::kFixed && drop_overflow_update);

@@ -185,7 +185,7 @@ void SummaryCollector::on_train_step_end(nn::RunContext& rc) {
                         step);
     // Loss scaling (nn/train.h): the scale after this step and the steps skipped so far.
     if (rc.train_network &&
-        rc.train_network->loss_scale_manager().kind != nn::LossScale::Kind::kNone) {
+        rc.train_network->loss_scale_manager().enabled()) {
       record_->add_scalar("loss_scale", rc.train_network->loss_scale(), step);
       record_->add_scalar("skipped_steps", static_cast<double>(rc.train_network->skipped_steps()),
                           step);

@@ -126,7 +126,7 @@ void ProgressCallback::on_train_epoch_end(nn::RunContext& rc) {
     *out_ << " (steps " << rc.epoch_loss_first_step << "-" << rc.batch_num << ", since the resume)";
   }
   if (rc.train_network &&
-      rc.train_network->loss_scale_manager().kind != nn::LossScale::Kind::kNone) {
+      rc.train_network->loss_scale_manager().enabled()) {
     const std::int64_t skipped = rc.train_network->skipped_steps();
     *out_ << ", loss scale " << rc.train_network->loss_scale() << " (" << skipped << " step"
           << (skipped == 1 ? "" : "s") << " skipped)";

@@ -590,9 +590,7 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
                .threads = threads,
                .ranks = nranks,
                .rank = comm.rank(),
-               .loss_scale = c.loss_scale.kind == nn::LossScale::Kind::kNone
-                                 ? std::string()
-                                 : c.loss_scale.describe()};
+               .loss_scale = c.loss_scale.enabled() ? c.loss_scale.describe() : std::string()};
   // The dumper and the numerics checker first: a bad dump configuration stops the run before it
   // starts, and they see the step numbers before the other callbacks run.
   std::vector<nn::Callback*> callbacks;
@@ -601,7 +599,7 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
                        rs.epochs * steps_per_epoch);
   if (hooks.on_start) hooks.on_start(info);
 
-  if (c.loss_scale.kind != nn::LossScale::Kind::kNone) {
+  if (c.loss_scale.enabled()) {
     model.build_train_network().set_loss_scale(c.loss_scale);
   }
   nn::TrainOptions train_options;
@@ -710,7 +708,7 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
   result.epochs = rs.epochs;
   result.batch_size = rs.batch_size;
   result.seed = c.seed;
-  if (c.loss_scale.kind != nn::LossScale::Kind::kNone) {
+  if (c.loss_scale.enabled()) {
     result.loss_scale = model.build_train_network().loss_scale();
     result.skipped_steps = model.build_train_network().skipped_steps();
   }

@@ -414,10 +414,10 @@ void check_resnet18_against_pytorch(bool deterministic, double tolerance, double
 // to 2e-2. An input of a ReLU that lies within float32 rounding of zero falls on either side
 // depending on the kernels' order of operations, and every gradient behind it moves with it: on
 // these inputs one of layer4.1's last ReLU (image 1, channel 315, row 1, column 2) does. On loom's
-// own kernels (deterministic mode) conv1.weight's gradient was 3e-6 from PyTorch's on one
-// machine and 4.5e-3 on another (CI, 2026-11-27); on the default kernels (oneDNN's Winograd and
-// direct convolutions where the build has them) 9e-3, layer4.1.bn2d.gamma's 1e-3 (3e-6 with
-// LOOM_WINOGRAD=0). The exact gradient check is debug/reference_compare_resnet18: PyTorch in
+// own kernels (deterministic mode) the gradients were within 2.1e-6 of PyTorch's on the 2-core
+// build machine (Zen 3) and conv1.weight's 4.5e-3 off on CI's processor (2026-11-27); on the
+// default kernels (oneDNN's Winograd and direct convolutions where the build has them) 9e-3,
+// layer4.1.bn2d.gamma's 1e-3 (3e-6 with LOOM_WINOGRAD=0). The exact gradient check is debug/reference_compare_resnet18: PyTorch in
 // Float64 taking loom's ReLU patterns, every gradient to 2e-5. The convolutions themselves are
 // checked against Float64 in tests/ops/conv_dnnl_test.cc.
 TEST(ResNet, ResNet18SmallImageMatchesPyTorch) { check_resnet18_against_pytorch(true, 1e-4, 2e-2); }

@@ -18,32 +18,16 @@
 #include "core/ir/error.h"
 #include "nn/layers.h"
 #include "nn/train.h"
+#include "tests/nn/mlp_util.h"
+#include "tests/ops/test_util.h"
 
 namespace loom::nn {
 namespace {
 
-// mean((logits - labels)²) over every element.
-class LocalMSE : public Cell {
- public:
-  LocalMSE() : Cell("LocalMSE") {}
-  ops::Var construct(const std::vector<ops::Var>& in) override {
-    ops::Emitter& e = current_emitter();
-    const ops::Var d = sub(in[0], in[1]);
-    const Shape s = e.shape_of(d);
-    std::int64_t n = 1;
-    std::vector<std::int64_t> axes;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      n *= s[i];
-      axes.push_back(static_cast<std::int64_t>(i));
-    }
-    const ops::Var sum = e.reduce_sum(mul(d, d), axes, /*keep_dims=*/false);
-    return mul(sum, e.scalar_like(sum, 1.0 / static_cast<double>(n)));
-  }
-};
-
-constexpr std::int64_t kN = 6, kIn = 4, kHidden = 5, kOut = 3;
-
-double pseudo(int i, double scale) { return scale * std::sin(0.7 * i + 0.3); }
+using test_mlp::LocalMSE;
+using test_mlp::kN, test_mlp::kIn, test_mlp::kHidden, test_mlp::kOut;
+using test_mlp::pseudo;
+using loom::testing::error_of;
 
 std::shared_ptr<WithLossCell> make_mlp() {
   auto seq = std::make_shared<SequentialCell>();
@@ -224,41 +208,26 @@ TEST(LossScale, StatesAreMindSporesParametersAndRestore) {
   step.step(data(false), label());
   EXPECT_EQ(step.loss_scale(), 256);
   EXPECT_EQ(step.loss_scale_states().at("current_iterator_step").get(0), 8);
-  try {
-    step.set_loss_scale_state("loss_scale", Tensor::scalar(DType::kFloat32, 1));
-    ADD_FAILURE() << "expected a ValueError";
-  } catch (const ValueError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "TrainOneStepCell.set_loss_scale_state: expected a state of loss scaling dynamic "
-              "(init 16777216, factor 2, window 2000), got 'loss_scale'");
-  }
-  try {
-    step.set_loss_scale_state("scale_sense", Tensor::scalar(DType::kFloat64, 1));
-    ADD_FAILURE() << "expected a ValueError";
-  } catch (const ValueError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "TrainOneStepCell.set_loss_scale_state: state 'scale_sense' is Float32(), got "
-              "Float64()");
-  }
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return "no error";
+  EXPECT_EQ(error_of<ValueError>([&] {
+              step.set_loss_scale_state("loss_scale", Tensor::scalar(DType::kFloat32, 1));
+            }),
+            "TrainOneStepCell.set_loss_scale_state: expected a state of loss scaling dynamic "
+            "(init 16777216, factor 2, window 2000), got 'loss_scale'");
+  EXPECT_EQ(error_of<ValueError>([&] {
+              step.set_loss_scale_state("scale_sense", Tensor::scalar(DType::kFloat64, 1));
+            }),
+            "TrainOneStepCell.set_loss_scale_state: state 'scale_sense' is Float32(), got "
+            "Float64()");
 }
 
 TEST(LossScale, MisuseIsAClearError) {
-  EXPECT_EQ(error_of([] { LossScale::fixed(0); }),
+  EXPECT_EQ(error_of<ValueError>([] { LossScale::fixed(0); }),
             "loss scale: expected a finite positive scale (as Float32), got 0");
-  EXPECT_EQ(error_of([] { LossScale::fixed(1e39); }),
+  EXPECT_EQ(error_of<ValueError>([] { LossScale::fixed(1e39); }),
             "loss scale: expected a finite positive scale (as Float32), got 1e+39");
-  EXPECT_EQ(error_of([] { LossScale::dynamic(1024, 0.5); }),
+  EXPECT_EQ(error_of<ValueError>([] { LossScale::dynamic(1024, 0.5); }),
             "loss scale: expected a scale factor >= 1, got 0.5");
-  EXPECT_EQ(error_of([] { LossScale::dynamic(1024, 2, 0); }),
+  EXPECT_EQ(error_of<ValueError>([] { LossScale::dynamic(1024, 2, 0); }),
             "loss scale: expected a scale window in [1, 2147483647], got 0");
   EXPECT_EQ(LossScale{}.describe(), "none");
   EXPECT_EQ(LossScale::fixed().describe(), "fixed 128");
@@ -267,7 +236,7 @@ TEST(LossScale, MisuseIsAClearError) {
   auto net = make_mlp();
   TrainOneStepCell step(net, kMomentum);
   step.step(data(false), label());
-  EXPECT_EQ(error_of([&] { step.set_loss_scale(LossScale::fixed()); }),
+  EXPECT_EQ(error_of<ValueError>([&] { step.set_loss_scale(LossScale::fixed()); }),
             "TrainOneStepCell.set_loss_scale: set it before the first step");
 }
 

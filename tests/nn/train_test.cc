@@ -14,37 +14,19 @@
 #include "core/ir/error.h"
 #include "runtime/executable.h"
 #include "nn/layers.h"
+#include "tests/nn/mlp_util.h"
 
 namespace loom::nn {
 namespace {
 
-// mean((logits - labels)²) over every element.
-class LocalMSE : public Cell {
- public:
-  LocalMSE() : Cell("LocalMSE") {}
-  ops::Var construct(const std::vector<ops::Var>& in) override {
-    ops::Emitter& e = current_emitter();
-    const ops::Var d = sub(in[0], in[1]);
-    const Shape s = e.shape_of(d);
-    std::int64_t n = 1;
-    std::vector<std::int64_t> axes;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      n *= s[i];
-      axes.push_back(static_cast<std::int64_t>(i));
-    }
-    const ops::Var sum = e.reduce_sum(mul(d, d), axes, /*keep_dims=*/false);
-    return mul(sum, e.scalar_like(sum, 1.0 / static_cast<double>(n)));
-  }
-};
-
-constexpr std::int64_t kN = 6, kIn = 4, kHidden = 5, kOut = 3;
+using test_mlp::LocalMSE;
+using test_mlp::kN, test_mlp::kIn, test_mlp::kHidden, test_mlp::kOut;
+using test_mlp::pseudo;
 
 struct Mlp {
   std::shared_ptr<Dense> fc1, fc2;
   std::shared_ptr<WithLossCell> net;
 };
-
-double pseudo(int i, double scale) { return scale * std::sin(0.7 * i + 0.3); }
 
 // Float64 weights with fixed values, so that every copy of the network starts equal.
 Mlp make_mlp() {
