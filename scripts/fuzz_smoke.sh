@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # scripts/fuzz_smoke.sh [BUILD_DIR] [SECONDS]: builds the libFuzzer targets (clang 14, ASan +
-# UBSan; tests/fuzz/README.md) in a build folder of their own (default build-fuzz) and runs each
+# UBSan; tests/fuzz/README.md) in the sanitizer build's folder (default build-asan, configured as
+# scripts/sanitize.sh does; after it, nothing is left to compile) and runs each
 # for SECONDS (default 30) from its committed seeds; a crash, a sanitizer report or a failed check
 # fails the script, and the input is left in BUILD_DIR/fuzz-smoke/<target>/. .ci/run calls it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir=${1:-build-fuzz}
+dir=${1:-build-asan}
 seconds=${2:-30}
 root=$PWD
-cmake -S . -B "$dir" -G Ninja -DLOOM_FUZZ=ON -DLOOM_CUDA=OFF -DLOOM_PYTHON=OFF \
-      -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
+LOOM_CONFIGURE_ONLY=1 scripts/sanitize.sh "$dir"
 targets=(ir_parser_fuzz:ir checkpoint_fuzz:ckpt mindir_fuzz:mindir onnx_fuzz:onnx event_file_fuzz:events
          npy_fuzz:npy json_config_fuzz:json)
 cmake --build "$dir" --target "${targets[@]%%:*}"

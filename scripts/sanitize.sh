@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
 # scripts/sanitize.sh [BUILD_DIR] [SANITIZERS]: builds loom with sanitizers in a second build
 # folder (default build-asan, address,undefined; a CPU-only build without the Python package
-# and the benchmarks)
-# and runs the unit tests there, leak checking on. Any sanitizer finding aborts its test, which
-# fails. Suppressions: tests/sanitizers/lsan.supp (third-party libraries only). .ci/run calls it
-# after the README's test command; docs/testing.md says what it covers.
+# and the benchmarks) and runs the unit tests there, leak checking on. Any sanitizer finding
+# aborts its test, which fails. Suppressions: tests/sanitizers/lsan.supp (third-party libraries
+# only). .ci/run calls it after the README's test command; docs/testing.md says what it covers.
 #
 #   scripts/sanitize.sh                      # AddressSanitizer + UndefinedBehaviorSanitizer
 #   scripts/sanitize.sh build-tsan thread    # ThreadSanitizer, the threaded parts' own tests
+#
+# The address,undefined tree is built with clang 14 and holds the libFuzzer targets too
+# (-DLOOM_FUZZ=ON): scripts/fuzz_smoke.sh runs them from the same folder, so CI compiles one
+# sanitized tree, not two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build-asan}
 san=${2:-address,undefined}
 root=$PWD
+if [[ $san == address,undefined ]]; then
+  compilers=(-DLOOM_FUZZ=ON -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14)
+else
+  compilers=()
+fi
 cmake -S . -B "$dir" -G Ninja -DLOOM_SANITIZE="$san" -DLOOM_CUDA=OFF -DLOOM_PYTHON=OFF \
-      -DLOOM_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+      -DLOOM_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Release "${compilers[@]}" >/dev/null
+if [[ ${LOOM_CONFIGURE_ONLY:-0} == 1 ]]; then exit 0; fi
 if [[ $san == thread ]]; then
   cmake --build "$dir" --target loom_ops_tests loom_data_tests loom_summary_tests parallel_driver
 else
@@ -39,6 +48,7 @@ else
   # runs of the `loom` command and the examples: under the sanitizers they took 410 of the 1,335
   # test-seconds (2026-11-27), and the code they run is the unit tests' (the library's training
   # loop, checkpoints, summaries, data parallelism: tests/train, tests/checkpoint, tests/parallel).
-  ctest --test-dir "$dir" --output-on-failure -j2 -L 'unit|mpi' -LE 'slow|python|interop' \
+  # The fuzz label: each fuzz target once over its committed seeds.
+  ctest --test-dir "$dir" --output-on-failure -j2 -L 'unit|mpi|fuzz' -LE 'slow|python|interop' \
         -E '^(models/train_(cli|ckpt|mpi|summary|loss_scale)|examples/|debug/(train_debug|compare_train))'
 fi
