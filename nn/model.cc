@@ -1,6 +1,7 @@
 // nn/model.h: Model::train / eval / predict.
 #include "nn/model.h"
 
+
 #include <chrono>
 #include <cstring>
 #include <algorithm>
@@ -84,15 +85,20 @@ struct Model::EvalCache {
   };
 
   EvalCache(Cell* network, Cell* loss_fn, const std::string& save_graphs_dir,
-            const std::string& passes)
+            const std::string& passes, const passes::AmpOptions& amp)
       : network(network),
         loss_fn(loss_fn),
         cell(network, loss_fn),
         fn(
-            [this](const std::vector<ir::AbstractPtr>& signature,
+            [this, amp](const std::vector<ir::AbstractPtr>& signature,
                    const runtime::CompiledFunction::Dump& dump) {
               Traced t = trace(cell, signature, "eval");
               dump(*t.module, "traced");
+              // Mixed precision evaluates as it trains (MindSpore's amp casts the network).
+              if (amp.level != passes::AmpLevel::kO0) {
+                passes::auto_mixed_precision(*t.graph, amp);
+                dump(*t.module, "amp");
+              }
               auto info = std::make_shared<Info>();
               info->weights = t.weights;
               // MakeTuple((loss, logits), new values...): the assigned Parameters' new values
@@ -346,6 +352,7 @@ TrainOneStepCell& Model::build_train_network() {
     runtime::CompiledFunction& fn = train_->compiled_function();
     if (!passes_.empty()) fn.set_passes(passes_);
     if (!save_graphs_dir_.empty()) fn.set_save_graphs_dir(save_graphs_dir_);
+    train_->set_amp(amp_);
     for (const auto& o : observers_) fn.add_observer(o);
     fn.share_arena(arena_);
   }
@@ -406,7 +413,7 @@ std::map<std::string, double> Model::eval(const data::DatasetPtr& dataset,
 runtime::CompiledFunction& Model::eval_function() {
   if (!eval_cache_) {
     eval_cache_ = std::make_shared<EvalCache>(network_.get(), loss_fn_.get(), save_graphs_dir_,
-                                              passes_);
+                                              passes_, amp_);
     for (const auto& o : observers_) eval_cache_->fn.add_observer(o);
     eval_cache_->fn.share_arena(arena_);
   }
@@ -430,6 +437,17 @@ void Model::set_save_graphs_dir(const std::string& dir) {
   save_graphs_dir_ = dir;
   if (train_) train_->compiled_function().set_save_graphs_dir(dir);
   if (eval_cache_) eval_cache_->fn.set_save_graphs_dir(dir);
+}
+
+void Model::set_amp(const passes::AmpOptions& amp) {
+  if (train_ || eval_cache_) {
+    throw ValueError("Model.set_amp: set it before the first training step or evaluation");
+  }
+  if (amp.dtype != DType::kFloat16 && amp.dtype != DType::kBFloat16) {
+    throw ValueError("Model.set_amp: expected the low precision dtype Float16 or BFloat16, got " +
+                     std::string(dtype_name(amp.dtype)));
+  }
+  amp_ = amp;
 }
 
 void Model::set_passes(const std::string& pipeline) {

@@ -171,6 +171,13 @@ class Model {
   void set_save_graphs_dir(const std::string& dir);
   void set_passes(const std::string& pipeline);
   ///@}
+  /// Mixed precision for training and evaluation (MindSpore's Model(amp_level=...)): the traced
+  /// graphs are cast for `amp` (core/passes/amp.h, TrainOneStepCell::set_amp). Before the first
+  /// training step or evaluation (ValueError after). The loss scaling is the training step's
+  /// (build_train_network().set_loss_scale).
+  void set_amp(const passes::AmpOptions& amp);
+  /// The mixed precision of training and evaluation (level O0: none).
+  const passes::AmpOptions& amp() const { return amp_; }
 
  private:
   Model(std::shared_ptr<Cell> network, std::shared_ptr<Cell> loss_fn,
@@ -193,6 +200,7 @@ class Model {
   SumReducer reducer_;
   std::vector<std::shared_ptr<runtime::Observer>> observers_;
   std::string save_graphs_dir_, passes_;
+  passes::AmpOptions amp_;
 };
 
 }  // namespace loom::nn

@@ -189,6 +189,17 @@ void TrainOneStepCell::set_loss_scale(const LossScale& loss_scale) {
   }
 }
 
+void TrainOneStepCell::set_amp(const passes::AmpOptions& amp) {
+  if (fn_->num_compilations() > 0 || fn_->last() != nullptr) {
+    throw ValueError("TrainOneStepCell.set_amp: set it before the first step");
+  }
+  if (amp.dtype != DType::kFloat16 && amp.dtype != DType::kBFloat16) {
+    throw ValueError("TrainOneStepCell.set_amp: expected the low precision dtype Float16 or "
+                     "BFloat16, got " + std::string(dtype_name(amp.dtype)));
+  }
+  amp_ = amp;
+}
+
 double TrainOneStepCell::loss_scale() const {
   auto it = loss_scale_states_.find(kScaleSense);
   return it == loss_scale_states_.end() ? 1.0 : backend::to_host(it->second).get(0);
@@ -236,6 +247,10 @@ runtime::Program TrainOneStepCell::build(
   const ir::AbstractPtr label_abs = signature.at(1);
   Traced t = trace(*net_, {data_abs, label_abs}, "forward");
   dump(*t.module, "traced");
+  if (amp_.level != passes::AmpLevel::kO0) {
+    passes::auto_mixed_precision(*t.graph, amp_);
+    dump(*t.module, "amp");
+  }
   auto info = std::make_shared<StepInfo>();
   info->weights = t.weights;
   ir::FuncGraph* fwd = t.graph;
@@ -543,6 +558,25 @@ void TrainOneStepCell::set_gradient_reducer(GradientReducer reducer) {
     throw ValueError("TrainOneStepCell.set_gradient_reducer: set it before the first step");
   }
   reducer_ = std::move(reducer);
+}
+
+std::unique_ptr<TrainOneStepCell> build_train_network(std::shared_ptr<Cell> network,
+                                                      std::shared_ptr<optim::Optimizer> optimizer,
+                                                      std::shared_ptr<Cell> loss_fn,
+                                                      std::string_view level, DType dtype,
+                                                      std::optional<LossScale> loss_scale) {
+  if (!network) throw ValueError("build_train_network: expected a network, got null");
+  if (!optimizer) throw ValueError("build_train_network: expected an optimizer, got null");
+  const passes::AmpOptions amp{.level = passes::amp_level_from_name(level), .dtype = dtype};
+  std::shared_ptr<Cell> with_loss =
+      loss_fn ? std::make_shared<WithLossCell>(std::move(network), std::move(loss_fn))
+              : std::move(network);
+  auto step = std::make_unique<TrainOneStepCell>(std::move(with_loss), std::move(optimizer));
+  step->set_amp(amp);
+  step->set_loss_scale(loss_scale ? *loss_scale
+                                  : (amp.level == passes::AmpLevel::kO2 ? LossScale::dynamic()
+                                                                        : LossScale{}));
+  return step;
 }
 
 }  // namespace loom::nn

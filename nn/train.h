@@ -65,11 +65,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "backends/backend.h"
 #include "core/ir/tensor.h"
+#include "core/passes/amp.h"
 #include "nn/cell.h"
 #include "nn/context.h"
 #include "optim/optimizer.h"
@@ -228,6 +230,14 @@ class TrainOneStepCell {
   void set_loss_scale(const LossScale& loss_scale);
   /// The loss scaling the steps use.
   const LossScale& loss_scale_manager() const { return loss_scale_; }
+  /// Mixed precision (core/passes/amp.h): the traced forward graph is cast for `amp` (its level
+  /// and low dtype; AmpLevel::kAuto as MindSpore 2.10's "auto") before autodiff, so the
+  /// gradients reach the Float32 weights through the casts. Before the first step (ValueError
+  /// after). The loss scaling is set apart (set_loss_scale; build_train_network picks
+  /// MindSpore's per level).
+  void set_amp(const passes::AmpOptions& amp);
+  /// The mixed precision the steps use (level O0: none).
+  const passes::AmpOptions& amp() const { return amp_; }
   /// The current loss scale (1 without loss scaling), read from its state.
   double loss_scale() const;
   /// Whether the last step found an Inf or NaN gradient and skipped its update (false before
@@ -276,10 +286,29 @@ class TrainOneStepCell {
   GradientReducer reducer_;
   LossScale loss_scale_;
   std::map<std::string, Tensor> loss_scale_states_;
+  passes::AmpOptions amp_;
   bool overflow_ = false;
   std::int64_t skipped_steps_ = 0;
   std::vector<std::pair<std::string, Tensor>> gradients_;
   backend::BatchMover batches_;  ///< the batches' copies to the step's device
 };
+
+/// MindSpore's mindspore.amp.build_train_network: the training step of `network` with
+/// `loss_fn` (null: the network computes its loss from (data, label) itself) and `optimizer` at
+/// amp `level` ("O0", "O1", "O2", "O3", "auto"; core/passes/amp.h) in `dtype` (Float16 or
+/// BFloat16), with the level's loss scaling unless `loss_scale` is given: O2 scales dynamically
+/// (LossScale::dynamic(): 2**24, 2, 2000), the others not. A loss_fn is wrapped in a WithLossCell,
+/// whose "_loss_fn" computes in Float32 at every level. ValueError for a null network or
+/// optimizer, an unknown level or a dtype that is not a low-precision float.
+///
+/// ```
+/// auto step = nn::build_train_network(net, opt, std::make_shared<SoftmaxCrossEntropyWithLogits>(),
+///                                     "O2", DType::kBFloat16);
+/// Tensor loss = step->step(x, y);
+/// ```
+std::unique_ptr<TrainOneStepCell> build_train_network(
+    std::shared_ptr<Cell> network, std::shared_ptr<optim::Optimizer> optimizer,
+    std::shared_ptr<Cell> loss_fn = nullptr, std::string_view level = "O0",
+    DType dtype = DType::kFloat16, std::optional<LossScale> loss_scale = std::nullopt);
 
 }  // namespace loom::nn

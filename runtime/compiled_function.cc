@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <mutex>
 
 #include "backends/backend.h"
@@ -10,6 +11,7 @@
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "core/ir/verify.h"
+#include "core/passes/amp.h"
 #include "core/passes/infer.h"
 #include "core/passes/pass.h"
 
@@ -126,13 +128,26 @@ CompiledFunction::Entry& CompiledFunction::entry(const std::vector<ir::AbstractP
                           p.graph->name());
     }
   }
+  backend::Backend& b = options_.backend ? *options_.backend : backend::cpu_backend();
+  if (p.module) {
+    const std::vector<std::string> slow = passes::compute_low_precision_in_float32(
+        *p.module, [&b](std::string_view op, DType dtype) {
+          return b.find_kernel(op, dtype) != nullptr;
+        });
+    if (!slow.empty()) {
+      pm.dump(*p.module, "float32_kernels");
+      std::vector<std::string> all;
+      std::set_union(float32_fallbacks_.begin(), float32_fallbacks_.end(), slow.begin(),
+                     slow.end(), std::back_inserter(all));
+      float32_fallbacks_ = std::move(all);
+    }
+  }
   CompileOptions co;
   co.donate = p.donate;
   co.keep_inputs = keep_inputs;
   co.interpret = options_.interpret;
   co.max_loop_iterations = options_.max_loop_iterations;
   co.shared_arena = options_.shared_arena;
-  backend::Backend& b = options_.backend ? *options_.backend : backend::cpu_backend();
   e->exe = compile(*p.graph, b, co);
   ++num_compilations_;
   compile_seconds_ +=

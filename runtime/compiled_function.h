@@ -162,6 +162,11 @@ class CompiledFunction {
   std::size_t num_compilations() const { return num_compilations_; }
   /// Seconds spent building, running the pipeline and compiling, summed over the programs.
   double compile_seconds() const { return compile_seconds_; }
+  /// Ops of the compiled programs that computed in Float32 for want of a Float16 / BFloat16
+  /// kernel on the backend (passes::compute_low_precision_in_float32, run after the pipeline:
+  /// their values are rounded to the low dtype after each op, so the numerics are the low
+  /// dtype's and only the speed is not). Sorted; empty when every op had its kernel.
+  const std::vector<std::string>& float32_fallbacks() const { return float32_fallbacks_; }
   /// The entry the last run() used (null before the first).
   const Entry* last() const { return last_; }
   /// Drops the cached programs (the next call of each signature builds and compiles again) and
@@ -177,6 +182,7 @@ class CompiledFunction {
   std::size_t num_compilations_ = 0;
   std::size_t num_programs_ = 0;  ///< numbers the dump folders
   double compile_seconds_ = 0;
+  std::vector<std::string> float32_fallbacks_;
   Entry* last_ = nullptr;
 };
 

@@ -3,8 +3,8 @@
 // pipes it into FileCheck. It installs the CPU kernels (backend::run_op) as fold_constants'
 // evaluator.
 //
-//   ir-opt [--verify] [--passes=inline,simplify,dce | --pipeline=train] [--timing] [--dot]
-//          [--save-graphs DIR] FILE
+//   ir-opt [--verify] [--amp=LEVEL[:DTYPE]] [--passes=inline,simplify,dce | --pipeline=train]
+//          [--timing] [--dot] [--save-graphs DIR] FILE
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -20,16 +20,22 @@
 #include "core/ir/parser.h"
 #include "core/ir/printer.h"
 #include "core/ir/verify.h"
+#include "core/passes/amp.h"
+#include "core/passes/infer.h"
 #include "core/passes/pass.h"
 #include "core/passes/pipeline.h"
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: ir-opt [--verify] [--passes=LIST | --pipeline=NAME] [--timing] [--dot]\n"
-    "              [--save-graphs DIR] FILE\n"
+    "usage: ir-opt [--verify] [--amp=LEVEL[:DTYPE]] [--passes=LIST | --pipeline=NAME] [--timing]\n"
+    "              [--dot] [--save-graphs DIR] FILE\n"
     "  Parses FILE ('-' for standard input), runs the passes and prints the result.\n"
     "  --verify        check the IR invariants (docs/ir.md, Invariants) of the input\n"
+    "  --amp=LEVEL[:DTYPE]\n"
+    "                  first cast the entry graph for mixed precision as loom train --amp-level\n"
+    "                  does to the traced forward graph (core/passes/amp.h): LEVEL O0, O1, O2,\n"
+    "                  O3 or auto, DTYPE float16 (default) or bfloat16\n"
     "  --passes=LIST   run a pipeline: pass names separated by commas; repeat(a,b) runs a\n"
     "                  group until it changes nothing. The IR is verified after every pass.\n"
     "  --pipeline=NAME run the pipeline loom itself runs for NAME: train (the training step),\n"
@@ -55,11 +61,20 @@ int run(const std::vector<std::string>& args) {
   bool timing = false;
   std::optional<std::string> pipeline;
   std::optional<std::string> save_graphs;
+  std::optional<loom::passes::AmpOptions> amp;
   std::string path;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--verify") {
       verify = true;
+    } else if (a.starts_with("--amp=")) {
+      const std::string spec = a.substr(std::string_view("--amp=").size());
+      const std::size_t colon = spec.find(':');
+      amp = loom::passes::AmpOptions{};
+      amp->level = loom::passes::amp_level_from_name(spec.substr(0, colon));
+      if (colon != std::string::npos) {
+        amp->dtype = loom::passes::amp_dtype_from_name(spec.substr(colon + 1));
+      }
     } else if (a == "--dot") {
       dot = true;
     } else if (a == "--timing") {
@@ -90,7 +105,7 @@ int run(const std::vector<std::string>& args) {
     } else if (a.size() > 1 && a[0] == '-') {
       // main() prefixes every message with "ir-opt: ".
       throw loom::ValueError(
-          "expected an option of --verify, --passes=LIST, --pipeline=NAME, --timing, --dot, "
+          "expected an option of --verify, --amp=LEVEL[:DTYPE], --passes=LIST, --pipeline=NAME, --timing, --dot, "
           "--save-graphs DIR, "
           "got '" + a + "'");
     } else if (path.empty()) {
@@ -115,6 +130,11 @@ int run(const std::vector<std::string>& args) {
   }
   auto module = loom::ir::parse_module(text.str(), path);
   if (verify) loom::ir::verify(*module);
+  if (amp) {
+    if (module->entry() == nullptr) throw loom::ValueError(path + ": expected an entry graph");
+    loom::passes::infer_graph(module->entry());
+    loom::passes::auto_mixed_precision(*module->entry(), *amp);
+  }
   if (pipeline || save_graphs) {
     loom::passes::set_constant_evaluator(
         [](const loom::ir::Primitive& prim, const std::vector<loom::ir::Value>& args) {

@@ -55,6 +55,12 @@ constexpr char kTrainHelp[] =
     "                      divided by it, and a step with an Inf or NaN gradient skips its\n"
     "                      update (fixed:S:keep applies it); dynamic halves the scale then and\n"
     "                      doubles it after WINDOW clean steps. Checkpointed with the run\n"
+    "  --amp-level L       mixed precision, MindSpore's levels: O0 (default: none) | O1 (the\n"
+    "                      convolutions, products and ReLU in the low dtype) | O2 (all but\n"
+    "                      BatchNorm and the loss; with --loss-scale dynamic unless given) |\n"
+    "                      O3 (all but the loss) | auto (products low, the exp/log/norm/softmax\n"
+    "                      family Float32, the rest as their inputs). Weights stay Float32\n"
+    "  --amp-dtype D       the low dtype: float16 (default) | bfloat16\n"
     "  --dataset NAME      one of the recipe's datasets (lenet: fashion-mnist; resnet*:\n"
     "                      fashion-mnist, cifar10, fake-imagenet: synthetic 3x224x224 images)\n"
     "  --seed S            seed of the initial weights and the shuffle (default 1; when resuming,\n"
@@ -152,8 +158,9 @@ constexpr char kTrainHelp[] =
     "BatchNorm, whose moving statistics are each rank's own); with --ckpt-dir: checkpoint (the\n"
     "last file saved); when resumed: resumed_from, initial_step; with --launch-log: launch_log;\n"
     "with a dump: dump, dump_bytes; with --watch: watch_hits, watch_stopped; with --profile:\n"
-    "profile, profile_steps; with --loss-scale: loss_scale (after the last step),\n"
-    "skipped_steps.\n";
+    "profile, profile_steps; with loss scaling: loss_scale (after the last step),\n"
+    "skipped_steps; with --amp-level: amp_level, amp_dtype, float32_fallbacks (the ops that\n"
+    "computed in Float32 on low-precision values for want of a kernel of the dtype).\n";
 
 constexpr char kEvalHelp[] =
     "usage: loom eval MODEL [options]\n"
@@ -334,7 +341,7 @@ Options parse_options(const std::string& command, const std::vector<std::string>
   const std::vector<std::string> train_only = {
       "--epochs",   "--lr",       "--train-samples", "--momentum",    "--weight-decay",
       "--ckpt-dir", "--save-steps", "--keep-ckpt",   "--resume",      "--summary-dir",
-      "--summary-freq", "--summary-collect", "--step-delay-ms", "--optimizer", "--clip-grad-norm", "--loss-scale", "--launch-log",
+      "--summary-freq", "--summary-collect", "--step-delay-ms", "--optimizer", "--clip-grad-norm", "--loss-scale", "--amp-level", "--amp-dtype", "--launch-log",
       "--launch-log-step", "--watch", "--watch-every", "--watch-stop", "--profile",
       "--profile-start-step", "--profile-stop-step", "--profile-memory",
       "--profile-communication", "--step-delay-rank"};
@@ -423,6 +430,21 @@ Options parse_options(const std::string& command, const std::vector<std::string>
       o.run.clip_grad_norm = parse_positive_double(flag, value());
     } else if (flag == "--loss-scale") {
       o.run.loss_scale = parse_loss_scale(flag, value());
+      o.run.loss_scale_given = true;
+    } else if (flag == "--amp-level") {
+      const std::string v = value();
+      try {
+        o.run.amp.level = passes::amp_level_from_name(v);
+      } catch (const ValueError&) {
+        throw UsageError("--amp-level: expected O0, O1, O2, O3 or auto, got '" + v + "'");
+      }
+    } else if (flag == "--amp-dtype") {
+      const std::string v = value();
+      try {
+        o.run.amp.dtype = passes::amp_dtype_from_name(v);
+      } catch (const ValueError&) {
+        throw UsageError("--amp-dtype: expected float16 or bfloat16, got '" + v + "'");
+      }
     } else if (flag == "--device") {
       const std::string v = value();
       try {
@@ -554,6 +576,7 @@ int run_train(const Options& o) {
               << " batches of " << batch.str() << " per epoch, " << i.epochs << " epoch"
               << (i.epochs == 1 ? "" : "s") << ", " << i.optimizer << ", seed " << i.seed
               << (i.deterministic ? " (deterministic)" : "")
+              << (i.amp.empty() ? "" : ", amp " + i.amp)
               << (i.loss_scale.empty() ? "" : ", loss scale " + i.loss_scale) << ", "
               << mode_name(i.mode)
               << " mode, " << i.threads << " thread" << (i.threads == 1 ? "" : "s") << std::endl;

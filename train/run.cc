@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -29,6 +30,7 @@
 #include "nn/model.h"
 #include "optim/optimizer.h"
 #include "parallel/parallel.h"
+#include "runtime/compiled_function.h"
 #include "summary/collector.h"
 #include "train/launch_log.h"
 
@@ -331,6 +333,11 @@ std::string RunResult::to_json() const {
     j["loss_scale"] = number(loss_scale, 9);  // a Float32 value, exactly
     j["skipped_steps"] = skipped_steps;
   }
+  if (!amp_level.empty()) {
+    j["amp_level"] = amp_level;
+    j["amp_dtype"] = amp_dtype;
+    j["float32_fallbacks"] = float32_fallbacks;
+  }
   j["test_accuracy"] = number(test_accuracy);
   j["test_loss"] = number(test_loss);
   j["train_images_per_s"] = number(train_images_per_s, 5);
@@ -573,6 +580,11 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
   std::shared_ptr<nn::Cell> net = recipe.make_network({.dataset = rs.dataset});
   std::shared_ptr<optim::Optimizer> optimizer = make_run_optimizer(rs, steps_per_epoch);
   nn::Model model = make_model(net, optimizer);
+  if (c.amp.level != passes::AmpLevel::kO0) model.set_amp(c.amp);
+  // MindSpore's build_train_network: O2 scales the loss dynamically unless told otherwise.
+  const nn::LossScale loss_scale = c.loss_scale_given || c.amp.level != passes::AmpLevel::kO2
+                                       ? c.loss_scale
+                                       : nn::LossScale::dynamic();
   if (!c.passes.empty()) model.set_passes(c.passes);
   if (!c.save_graphs_dir.empty()) model.set_save_graphs_dir(c.save_graphs_dir);
   for (const auto& o : hooks.observers) model.add_observer(o);
@@ -590,7 +602,11 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
                .threads = threads,
                .ranks = nranks,
                .rank = comm.rank(),
-               .loss_scale = c.loss_scale.enabled() ? c.loss_scale.describe() : std::string()};
+               .loss_scale = loss_scale.enabled() ? loss_scale.describe() : std::string(),
+               .amp = c.amp.level == passes::AmpLevel::kO0
+                          ? std::string()
+                          : std::string(passes::amp_level_name(c.amp.level)) + " " +
+                                (c.amp.dtype == DType::kBFloat16 ? "bfloat16" : "float16")};
   // The dumper and the numerics checker first: a bad dump configuration stops the run before it
   // starts, and they see the step numbers before the other callbacks run.
   std::vector<nn::Callback*> callbacks;
@@ -599,8 +615,25 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
                        rs.epochs * steps_per_epoch);
   if (hooks.on_start) hooks.on_start(info);
 
-  if (c.loss_scale.enabled()) {
-    model.build_train_network().set_loss_scale(c.loss_scale);
+  if (loss_scale.enabled()) {
+    model.build_train_network().set_loss_scale(loss_scale);
+  }
+  if (c.amp.level != passes::AmpLevel::kO0 && hooks.on_note) {
+    // What the backend lacks shows before the first step: a low-precision product on Float32
+    // kernels (the numerics of the dtype, not its speed).
+    const backend::Backend& b = nn::context_backend();
+    std::vector<std::string> missing;
+    for (const char* op : {"Conv2D", "MatMul"}) {
+      if (b.find_kernel(op, c.amp.dtype) == nullptr) missing.push_back(op);
+    }
+    if (!missing.empty()) {
+      hooks.on_note(std::string("amp: the ") + std::string(b.name()) + " backend has no " +
+                    std::string(dtype_name(c.amp.dtype)) +
+                    " kernels for the products (" + missing[0] +
+                    (missing.size() > 1 ? ", " + missing[1] : std::string()) +
+                    "...): they compute in Float32 on " + std::string(dtype_name(c.amp.dtype)) +
+                    " values, rounded back after each op (the dtype's numerics, not its speed)");
+    }
   }
   nn::TrainOptions train_options;
   checkpoint::ResumePoint resumed;
@@ -708,9 +741,21 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
   result.epochs = rs.epochs;
   result.batch_size = rs.batch_size;
   result.seed = c.seed;
-  if (c.loss_scale.enabled()) {
+  if (loss_scale.enabled()) {
     result.loss_scale = model.build_train_network().loss_scale();
     result.skipped_steps = model.build_train_network().skipped_steps();
+  }
+  if (c.amp.level != passes::AmpLevel::kO0) {
+    result.amp_level = passes::amp_level_name(c.amp.level);
+    result.amp_dtype = c.amp.dtype == DType::kBFloat16 ? "bfloat16" : "float16";
+    std::set<std::string> ops;
+    if (model.train_network()) {
+      const auto& f = model.train_network()->compiled_function().float32_fallbacks();
+      ops.insert(f.begin(), f.end());
+    }
+    const auto& f = model.eval_function().float32_fallbacks();
+    ops.insert(f.begin(), f.end());
+    result.float32_fallbacks.assign(ops.begin(), ops.end());
   }
   result.train_loss = result.evaluated_only ? NAN : st.epoch_loss_mean;
   result.train_loss_first_step = st.epoch_loss_first_step;

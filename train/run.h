@@ -85,6 +85,8 @@ struct RunConfig {
   std::optional<double> weight_decay;
   double clip_grad_norm = 0;                // > 0: global-norm clipping
   nn::LossScale loss_scale;                 // none by default (nn/train.h)
+  bool loss_scale_given = false;            // else the amp level's (O2: MindSpore's dynamic)
+  passes::AmpOptions amp;                   // mixed precision (O0: none; core/passes/amp.h)
   std::string dataset;                      // "" = the recipe's
   std::string data_dir;                     // "" = the dataset's default location
   std::uint64_t seed = 1;
@@ -129,6 +131,7 @@ struct RunInfo {
   nn::ExecMode mode = nn::ExecMode::kGraph;
   int threads = 0, ranks = 1, rank = 0;
   std::string loss_scale;  // LossScale::describe(), "" without loss scaling
+  std::string amp;         // "O2 bfloat16", "" without mixed precision
 };
 
 // The run's result record (rank 0's view; every rank computes the same metrics).
@@ -168,6 +171,10 @@ struct RunResult {
   // skipped_steps, only then).
   double loss_scale = 0;
   std::int64_t skipped_steps = -1;
+  // With --amp-level: the level and dtype ("O2", "bfloat16"), and the ops that computed in
+  // Float32 for want of a low-precision kernel (JSON amp_level, amp_dtype, float32_fallbacks).
+  std::string amp_level, amp_dtype;
+  std::vector<std::string> float32_fallbacks;
 
   // One line of JSON (the keys of `loom train --json`, documented in its help).
   std::string to_json() const;

@@ -14,6 +14,10 @@
 //                                               order, so only the last shape counts; the inner
 //                                               Reshape stays while something else uses it)
 //   Cast(x){dst_type}                         → x         when x is a tensor of dtype dst_type
+//   Cast(Cast(x){w}){d}                       → Cast(x){d} when x → w is exact (Float16 or
+//                                               BFloat16 to Float32 or Float64, Float32 to
+//                                               Float64): the amp pass's and autodiff's casts
+//                                               that cancel (then x itself when d is x's dtype)
 //   Mul(x, 1), Mul(1, x), Add(x, 0), Add(0, x), Sub(x, 0) → x
 //                                   when the constant is a tensor or scalar of ones / zeros of
 //                                   x's dtype whose shape broadcasts into x's known-rank shape,
@@ -177,6 +181,28 @@ Node* cast_to_same_dtype(const CNode* c) {
   return same_abstract(c, x) ? x : nullptr;
 }
 
+// x's dtype widened to w keeps every value exactly.
+bool exact_widening(DType x, DType w) {
+  const bool half = x == DType::kFloat16 || x == DType::kBFloat16;
+  return (half && (w == DType::kFloat32 || w == DType::kFloat64)) ||
+         (x == DType::kFloat32 && w == DType::kFloat64);
+}
+
+CNode* cast_of_exact_cast(FuncGraph& graph, const CNode* c) {
+  if (!c->is_call_to("Cast") || c->num_args() != 1) return nullptr;
+  const CNode* inner = call_of(c->arg(0), "Cast");
+  if (!inner || inner->num_args() != 1) return nullptr;
+  const Node* x = inner->arg(0);
+  if (!x->abstract() || !x->abstract()->is_tensor() || !inner->abstract() ||
+      !inner->abstract()->is_tensor() ||
+      !exact_widening(x->abstract()->dtype(), inner->abstract()->dtype())) {
+    return nullptr;
+  }
+  const ir::PrimitivePtr& prim =
+      static_cast<const ir::ValueNode*>(c->callee())->value().as_primitive();
+  return successor(graph, c, prim, {inner->arg(0)});
+}
+
 // ---- Arithmetic identities ------------------------------------------------------------------
 
 // True when `node` is a constant whose every element is `unit`, of x's dtype, and whose shape
@@ -296,6 +322,7 @@ Node* simplify_node(FuncGraph& graph, const CNode* c) {
   if (Node* r = reshape_to_same_shape(c)) return r;
   if (Node* r = reshape_of_reshape(graph, c)) return r;
   if (Node* r = cast_to_same_dtype(c)) return r;
+  if (Node* r = cast_of_exact_cast(graph, c)) return r;
   if (Node* r = arithmetic_identity(c)) return r;
   if (Node* r = ones_like_of_one_element(graph, c)) return r;
   if (Node* r = transpose_of_transpose(graph, c)) return r;
@@ -334,8 +361,8 @@ void register_simplify(PassRegistry& registry) {
   registry.add(PassInfo{
       .name = "simplify",
       .summary = "algebraic rewrites to a fixed point: tuple get of make-tuple, constant If, "
-                 "no-op Reshape/Cast, Reshape pairs, x*1, x+0, x-0, OnesLike of one element, "
-                 "transpose pairs",
+                 "no-op Reshape/Cast, Reshape pairs, casts of exact widening casts, x*1, x+0, "
+                 "x-0, OnesLike of one element, transpose pairs",
       .run = run_simplify,
   });
 }
