@@ -50,5 +50,5 @@ else
   # loop, checkpoints, summaries, data parallelism: tests/train, tests/checkpoint, tests/parallel).
   # The fuzz label: each fuzz target once over its committed seeds.
   ctest --test-dir "$dir" --output-on-failure -j2 -L 'unit|mpi|fuzz' -LE 'slow|python|interop' \
-        -E '^(models/train_(cli|ckpt|mpi|summary|loss_scale)|examples/|debug/(train_debug|compare_train))'
+        -E '^(models/train_(cli|ckpt|mpi|summary|loss_scale|amp)|examples/|debug/(train_debug|compare_train))'
 fi

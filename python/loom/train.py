@@ -24,17 +24,26 @@ from loom._loom import (  # noqa: F401
 
 class Model(_loom.Model):
     """MindSpore's Model: Model(network, loss_fn, optimizer, metrics={"accuracy"},
-    loss_scale_manager=None), then train(epoch, train_dataset, callbacks=...),
-    eval(valid_dataset), predict(x). loss_scale_manager: loom.amp's Fixed- or
-    DynamicLossScaleManager (the step's loss scaling; loss_scale and skipped_steps read it)."""
+    amp_level="O0", loss_scale_manager=None, amp_dtype="float16"), then train(epoch,
+    train_dataset, callbacks=...), eval(valid_dataset), predict(x). amp_level: MindSpore's mixed
+    precision levels O0, O1, O2, O3, auto (training and evaluation; amp_dtype "float16" or
+    "bfloat16"; float32_fallbacks lists the ops the CPU ran on Float32 kernels).
+    loss_scale_manager: loom.amp's Fixed- or DynamicLossScaleManager (the step's loss scaling;
+    loss_scale and skipped_steps read it); at O2 a DynamicLossScaleManager() unless given, as
+    MindSpore's."""
 
-    def __init__(self, network, loss_fn, optimizer, metrics=None, loss_scale_manager=None):
+    def __init__(self, network, loss_fn, optimizer, metrics=None, amp_level="O0",
+                 loss_scale_manager=None, amp_dtype="float16"):
         _loom.Model.__init__(self, network, loss_fn, optimizer, metrics)
         import loom  # noqa: PLC0415
+        from loom import amp  # noqa: PLC0415
         if loom._context["save_graphs"]:
             self._set_save_graphs_dir(loom._context["save_graphs_path"])
+        if amp_level != "O0":
+            self._set_amp(amp_level, amp_dtype)
+            if amp_level == "O2" and loss_scale_manager is None:
+                loss_scale_manager = amp.DynamicLossScaleManager()
         if loss_scale_manager is not None:
-            from loom import amp  # noqa: PLC0415
             if not isinstance(loss_scale_manager, amp.LossScaleManager):
                 raise TypeError("Model: loss_scale_manager must be a loom.amp.FixedLossScaleManager "
                                 f"or DynamicLossScaleManager, got {type(loss_scale_manager).__name__}")

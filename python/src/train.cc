@@ -495,6 +495,20 @@ void init_train(py::module_& m) {
            [](nn::Model& model, const nn::LossScale& ls) {
              model.build_train_network().set_loss_scale(ls);
            })
+      .def("_set_amp",
+           [](nn::Model& model, const std::string& level, const std::string& dtype) {
+             model.set_amp({.level = passes::amp_level_from_name(level),
+                            .dtype = passes::amp_dtype_from_name(dtype)});
+           })
+      .def_property_readonly(
+          "float32_fallbacks",
+          [](nn::Model& model) {
+            return model.train_network()
+                       ? model.train_network()->compiled_function().float32_fallbacks()
+                       : std::vector<std::string>{};
+          },
+          "ops of the training step that computed in Float32 on low-precision values, for want "
+          "of a Float16 / BFloat16 kernel (amp)")
       .def_property_readonly(
           "loss_scale",
           [](nn::Model& model) { return model.build_train_network().loss_scale(); },

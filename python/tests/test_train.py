@@ -340,6 +340,34 @@ def test_cell_list_and_identity_keep_mindspores_names():
     assert net(loom.Tensor(np.ones((4, 3), np.float32))).shape == (4, 2)
 
 
+def test_amp_levels_from_python():
+    # O2 bfloat16: the step computes in bfloat16 (on the CPU's Float32 kernels, rounded after
+    # each op), the weights stay float32, the loss is close to the float32 run's but not the
+    # same; O2 brings MindSpore's dynamic loss scale; a bad level names the levels.
+    def model_with(**kwargs):
+        loom.set_seed(5)
+        net = nn.SequentialCell([nn.Dense(4, 8), nn.ReLU(), nn.Dense(8, 2)])
+        loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True)
+        opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+        return net, loom.Model(net, loss, opt, **kwargs)
+
+    plain_net, plain = model_with()
+    net, model = model_with(amp_level="O2", amp_dtype="bfloat16")
+    plain.train(1, small_data())
+    model.train(1, small_data())
+    assert model.loss_scale == 2**24 and model.skipped_steps == 0
+    assert "MatMul" in model.float32_fallbacks and plain.float32_fallbacks == []
+    assert all(p.asnumpy().dtype == np.float32 for p in net.trainable_params())
+    a = np.concatenate([p.asnumpy().ravel() for p in net.trainable_params()])
+    b = np.concatenate([p.asnumpy().ravel() for p in plain_net.trainable_params()])
+    assert not np.array_equal(a, b) and np.allclose(a, b, atol=2e-2)
+    _, o1 = model_with(amp_level="O1", loss_scale_manager=loom.amp.FixedLossScaleManager(8))
+    o1.train(1, small_data())
+    assert o1.loss_scale == 8
+    with pytest.raises(ValueError, match="expected a level of O0, O1, O2, O3, auto, got 'O5'"):
+        model_with(amp_level="O5")
+
+
 def test_loss_scale_managers_from_python():
     # 8 clean steps a epoch: with scale_window 3 the scale doubles at steps 3 and 6; a batch with
     # an Inf then halves it, skips that update, and the weights stay as they were.
