@@ -41,6 +41,7 @@ void NumericsChecker::run_begin(const runtime::RunEvent& e) {
     it->second.function = std::string(e.function);
   }
   current_ = &it->second;
+  found_.reset();
   iteration_ = step_ ? *step_ : it->second.runs;
   ++it->second.runs;
 }
@@ -53,6 +54,7 @@ void NumericsChecker::on_train_step_end(nn::RunContext&) { step_.reset(); }
 void NumericsChecker::after_launch(const runtime::LaunchEvent& e) {
   if (e.op == ir::kIfPrim || e.op == ir::kWhilePrim) return;  // their launches were checked
   ++launches_checked_;
+  if (!options_.stop && found_) return;  // recording: the run's first only
   std::int64_t bad_output = -1;
   for (std::size_t i = 0; i < e.outputs.size() && bad_output < 0; ++i) {
     if (!is_floating(e.outputs[i].dtype())) continue;
@@ -127,7 +129,17 @@ void NumericsChecker::after_launch(const runtime::LaunchEvent& e) {
     }
     m += "\n  the node's inputs and outputs: " + r.dump_dir + "/" + r.op + "." + r.op_name + ".*";
   }
-  throw NumericsError(m, std::move(r));
+  if (options_.stop) throw NumericsError(m, std::move(r));
+  std::string line = r.in_training_step ? "step " + std::to_string(r.iteration + 1)
+                                        : "run " + std::to_string(r.iteration + 1) + " of " +
+                                              r.function;
+  line += ": first non-finite value: " + r.op_name + " (" + std::to_string(r.nan) + " NaN, " +
+          std::to_string(r.inf) + " Inf of " + std::to_string(r.count) + "), " +
+          (r.scope.empty() ? std::string("no scope") : r.scope);
+  if (r.role == ir::Role::kBackward && !r.forward.empty()) line += ", the gradient of " + r.forward;
+  if (!r.dump_dir.empty()) line += "; its tensors in " + r.dump_dir;
+  found_ = std::move(r);
+  if (options_.on_found) options_.on_found(*found_, line);
 }
 
 namespace {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,6 +76,12 @@ struct NumericsOptions {
   std::string dump_dir = "numerics_dump";
   std::string net_name = "Net";  ///< the {net_name} folder
   int rank = 0;                  ///< the rank_{rank} folder
+  /// false: record instead of stopping. The first non-finite node of each run is written as
+  /// above and reported to `on_found` (one line, "step N: first non-finite value: ..."), and the
+  /// run goes on: loss scaling, whose overflowing steps are skipped, not errors
+  /// (`loom train --check-numerics` with a loss scale).
+  bool stop = true;
+  std::function<void(const NumericsReport&, const std::string& line)> on_found;
 };
 
 /// The check (above): an observer of the compiled functions it is added to, and a training
@@ -105,6 +112,8 @@ class NumericsChecker : public runtime::Observer, public nn::Callback {
 
   /// The launches tested so far (If and While launches not counted).
   std::int64_t launches_checked() const { return launches_checked_; }
+  /// With stop false: the first non-finite node of the last run (nullopt when it had none).
+  const std::optional<NumericsReport>& last_found() const { return found_; }
 
  private:
   struct Program {
@@ -119,6 +128,7 @@ class NumericsChecker : public runtime::Observer, public nn::Callback {
   std::optional<std::int64_t> step_;
   std::int64_t launches_checked_ = 0;
   std::int64_t last_timestamp_ = 0;
+  std::optional<NumericsReport> found_;
 };
 
 /// Installs (true) or removes (false) a process-wide checker in the default observers of

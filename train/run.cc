@@ -433,7 +433,7 @@ class WatchStopSaver : public nn::Callback {
 DebugTools make_debug_tools(const DebugOptions& o, const std::string& net, int rank,
                             nn::Model& model, std::vector<nn::Callback*>* callbacks,
                             const std::function<void(const std::string&)>& on_note,
-                            std::int64_t total_iterations) {
+                            std::int64_t total_iterations, bool loss_scaled = false) {
   DebugTools t;
   std::optional<debug::DumpConfig> config;
   try {
@@ -466,8 +466,16 @@ DebugTools make_debug_tools(const DebugOptions& o, const std::string& net, int r
     }
   }
   if (o.check_numerics) {
+    // With loss scaling an overflow skips its step: each step's first non-finite node is noted
+    // (the op that overflowed), not an error.
     t.numerics = std::make_shared<debug::NumericsChecker>(debug::NumericsOptions{
-        .dump_dir = config ? config->path : "numerics_dump", .net_name = net, .rank = rank});
+        .dump_dir = config ? config->path : "numerics_dump",
+        .net_name = net,
+        .rank = rank,
+        .stop = !loss_scaled,
+        .on_found = [on_note](const debug::NumericsReport&, const std::string& line) {
+          if (on_note) on_note("check-numerics: " + line);
+        }});
     model.add_observer(t.numerics);
     if (callbacks) callbacks->push_back(t.numerics.get());
   }
@@ -612,7 +620,7 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
   std::vector<nn::Callback*> callbacks;
   const DebugTools debug_tools =
       make_debug_tools(c.debug, c.model, comm.rank(), model, &callbacks, hooks.on_note,
-                       rs.epochs * steps_per_epoch);
+                       rs.epochs * steps_per_epoch, loss_scale.enabled());
   if (hooks.on_start) hooks.on_start(info);
 
   if (loss_scale.enabled()) {
