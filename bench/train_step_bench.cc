@@ -7,6 +7,8 @@
 //   loom_bench_train --model lenet --profile-dir D     (the same, its files written into D:
 //                                                       `loom profile show D`, bench/step_breakdown.py D)
 //   loom_bench_train --model lenet --batch 256 --device GPU [--host-batch]
+//   loom_bench_train --model resnet18 --batch 32 --amp O2:bfloat16   (mixed precision,
+//                                      core/passes/amp.h; "plan_mib": the step's planned arena)
 //
 // Builds the recipe's network (models/zoo.h) under seed_all(1), one TrainOneStepCell with the
 // recipe's optimizer (constant learning rate), and a fixed random batch (normal images, uniform
@@ -41,6 +43,7 @@
 #include "nn/loss.h"
 #include "nn/train.h"
 #include "runtime/compiled_function.h"
+#include "runtime/executable.h"
 
 namespace {
 
@@ -60,6 +63,7 @@ struct Args {
   bool host_batch = false;      // GPU: the batch from host memory at every step
   bool profile = false;         // a debug::Profiler recording every timed step
   std::string profile_dir;      // --profile-dir: ... and its files written there
+  std::string amp;              // --amp LEVEL[:DTYPE]: mixed precision ("" none)
 };
 
 [[noreturn]] void usage(const std::string& msg) {
@@ -67,7 +71,7 @@ struct Args {
             << "\nusage: loom_bench_train [--model NAME] [--dataset D] [--batch B] [--steps N] "
                "[--warmup W] [--repeats R] [--threads T] [--deterministic] [--imagenet]\n"
                "       [--passes LIST] [--check-numerics] [--profile] [--profile-dir D] "
-               "[--device CPU|GPU] [--host-batch]\n";
+               "[--device CPU|GPU] [--host-batch] [--amp LEVEL[:DTYPE]]\n";
   std::exit(2);
 }
 
@@ -94,6 +98,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--profile-dir") a.profile_dir = value();
     else if (k == "--device") a.device = value();
     else if (k == "--host-batch") a.host_batch = true;
+    else if (k == "--amp") a.amp = value();
     else usage("unknown option " + k);
   }
   if (a.batch < 1 || a.steps < 1 || a.repeats < 1 || a.warmup < 1) usage("bad counts");
@@ -143,6 +148,13 @@ int main(int argc, char** argv) {
     nn::TrainOneStepCell step(with_loss, r.defaults.optimizer);
     if (!a.passes.empty()) step.compiled_function().set_passes(a.passes);
     if (a.check_numerics) step.add_observer(std::make_shared<debug::NumericsChecker>());
+    if (!a.amp.empty()) {
+      const std::size_t colon = a.amp.find(':');
+      step.set_amp({.level = passes::amp_level_from_name(a.amp.substr(0, colon)),
+                    .dtype = colon == std::string::npos
+                                 ? DType::kFloat16
+                                 : passes::amp_dtype_from_name(a.amp.substr(colon + 1))});
+    }
     net->set_train(true);
     for (int i = 0; i < a.warmup; ++i) step.step(xs, ys);
     device.synchronize();
@@ -192,6 +204,10 @@ int main(int argc, char** argv) {
                 "\"peak_rss_mib\": %.1f, \"device\": \"%s\"",
                 median, sorted.back() / sorted.front(), step.compile_seconds() * 1e3,
                 static_cast<double>(peak_kib) / 1024.0, a.device.c_str());
+    if (const runtime::Executable* exe = step.last_executable()) {
+      std::printf(", \"plan_mib\": %.2f",
+                  static_cast<double>(exe->peak_bytes()) / (1024.0 * 1024.0));
+    }
     if (device.memory_high_water() >= 0) {
       std::printf(", \"device_peak_mib\": %.1f",
                   static_cast<double>(device.memory_high_water()) / (1024.0 * 1024.0));

@@ -29,6 +29,12 @@ column for LeNet and ResNet-18: bench/ms_worker.py, graph mode on the CPU with i
 settings and runtime_num_threads=threads. Its ResNet-18 step takes about a minute on 2 cores, so
 it gets one run of --ms-steps steps (default 2 after 1 warm-up) within --ms-budget seconds.
 
+--amp LEVEL:DTYPE (e.g. auto:bfloat16) compares mixed precision instead: four columns in turn,
+loom and PyTorch in Float32, loom at that amp level (core/passes/amp.h) and PyTorch under
+torch.autocast("cpu", dtype=DTYPE) (its lists: the products and convolutions in DTYPE, the
+rest as their inputs or Float32, as loom's "auto"), with each framework's amp / Float32 ratio,
+loom's planned step memory (plan_mib: the activations) in both, and loom / PyTorch under amp.
+
 The ResNets are models/resnet/resnet.cc's (MindSpore's model zoo): the same blocks, channel
 counts and BatchNorm eps / momentum (MindSpore's momentum m is PyTorch's 1 - m), and
 MindSpore's padding: ResNet-18 pads its 3x3 convolutions by 1 (pad_mode "pad"), ResNet-50 uses
@@ -201,7 +207,7 @@ def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def torch_run(model, batch, steps, warmup, repeats, threads):
+def torch_run(model, batch, steps, warmup, repeats, threads, amp_dtype=None):
     torch.set_num_threads(threads)
     torch.manual_seed(1)
     make, sample, classes, wd = MODELS[model][:4]
@@ -213,7 +219,11 @@ def torch_run(model, batch, steps, warmup, repeats, threads):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(net(x), y)
+        if amp_dtype:
+            with torch.autocast("cpu", dtype=getattr(torch, amp_dtype)):
+                loss = F.cross_entropy(net(x), y)
+        else:
+            loss = F.cross_entropy(net(x), y)
         loss.backward()
         opt.step()
 
@@ -243,12 +253,13 @@ def blas_core_in_process():
     return "no OpenBLAS loaded (" + ", ".join(sorted(paths)) + ")"
 
 
-def torch_in_child(model, batch, steps, warmup, repeats, threads, env):
+def torch_in_child(model, batch, steps, warmup, repeats, threads, env, amp_dtype=None):
     """torch_run in a fresh process (its own peak RSS) with the environment `env`."""
     out = subprocess.run(
         [sys.executable, __file__, "--worker", "--model", model, "--batch", str(batch), "--steps",
          str(steps), "--warmup", str(warmup), "--repeats", str(repeats), "--threads",
-         str(threads)], check=True, capture_output=True, text=True, env=env).stdout
+         str(threads)] + (["--amp", "x:" + amp_dtype] if amp_dtype else []),
+        check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -298,10 +309,11 @@ def loom_info(bench_binary):
     return info
 
 
-def loom_run(binary, model, batch, steps, warmup, repeats, threads):
+def loom_run(binary, model, batch, steps, warmup, repeats, threads, amp=None):
     out = subprocess.run(
         [binary, "--model", model, "--batch", str(batch), "--steps", str(steps), "--warmup",
-         str(warmup), "--repeats", str(repeats), "--threads", str(threads)] + MODELS[model][4],
+         str(warmup), "--repeats", str(repeats), "--threads", str(threads)] + MODELS[model][4]
+        + (["--amp", amp] if amp else []),
         check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -329,13 +341,18 @@ def main():
     ap.add_argument("--ms-steps", type=int, default=2, help="MindSpore ResNet-18: steps timed")
     ap.add_argument("--ms-budget", type=float, default=240.0,
                     help="MindSpore: seconds of timed steps at most per run")
+    ap.add_argument("--amp", default=None,
+                    help="LEVEL:DTYPE: compare mixed precision (loom's amp level, PyTorch's "
+                         "autocast to DTYPE) against Float32, in turn")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     default_steps, default_warmup = MODELS[a.model][5], MODELS[a.model][6]
     steps0 = a.steps if a.steps is not None else default_steps
     warmup = a.warmup if a.warmup is not None else default_warmup
+    amp_dtype = a.amp.split(":")[1] if a.amp and ":" in a.amp else ("float16" if a.amp else None)
     if a.worker:
-        print(json.dumps(torch_run(a.model, a.batch[0], steps0, warmup, a.repeats, a.threads)))
+        print(json.dumps(torch_run(a.model, a.batch[0], steps0, warmup, a.repeats, a.threads,
+                                   amp_dtype)))
         return 0
     batches = a.batch or {"lenet": [32, 256], "resnet18": [32], "resnet50": [8]}[a.model]
     info = loom_info(a.loom)
@@ -354,6 +371,8 @@ def main():
         print(f"mindspore (venv {os.path.dirname(os.path.dirname(ms_python))}): graph mode, CPU, "
               f"runtime_num_threads={a.threads}")
     print(f"model {a.model}, {steps0} steps x {a.repeats} runs per figure, interleaved")
+    if a.amp:
+        return amp_compare(a, batches, steps0, warmup, torch_env, amp_dtype)
     ratios = []
     for batch in batches:
         # LeNet's larger batches: half the steps per 4x the images (a run of loom at batch 256
@@ -414,6 +433,35 @@ def main():
         if rm is not None:
             line += f"; loom/mindspore images/s {rm:.1f}"
         print(line)
+    return 0
+
+
+def amp_compare(a, batches, steps, warmup, torch_env, amp_dtype):
+    """--amp: loom and PyTorch in Float32 and in mixed precision, in turn."""
+    print(f"mixed precision: loom --amp {a.amp}; torch.autocast('cpu', dtype=torch.{amp_dtype})")
+    for batch in batches:
+        runs = {"loom f32": [], "torch f32": [], "loom amp": [], "torch amp": []}
+        for _ in range(a.repeats):
+            runs["loom f32"].append(loom_run(a.loom, a.model, batch, steps, warmup, 1, a.threads))
+            runs["torch f32"].append(torch_in_child(a.model, batch, steps, warmup, 1, a.threads,
+                                                    torch_env))
+            runs["loom amp"].append(loom_run(a.loom, a.model, batch, steps, warmup, 1, a.threads,
+                                             a.amp))
+            runs["torch amp"].append(torch_in_child(a.model, batch, steps, warmup, 1, a.threads,
+                                                    torch_env, amp_dtype))
+        med = {}
+        for name, rs in runs.items():
+            v = [r["images_per_s"][0] for r in rs]
+            med[name] = median(v)
+            plan = f"  plan {rs[0]['plan_mib']:.1f} MiB" if "plan_mib" in rs[0] else ""
+            print(f"batch {batch:4d}  {name:9s} images/s {', '.join(f'{x:.1f}' for x in v)}"
+                  f"  median {med[name]:.1f}  peak RSS {max(r['peak_rss_mib'] for r in rs):.0f} MiB"
+                  f"{plan}")
+        print(f"ratio amp/f32, {a.model} batch {batch}: loom {med['loom amp'] / med['loom f32']:.2f},"
+              f" torch {med['torch amp'] / med['torch f32']:.2f}; plan memory loom amp/f32 "
+              f"{runs['loom amp'][0]['plan_mib'] / runs['loom f32'][0]['plan_mib']:.2f}")
+        print(f"ratio loom/torch, {a.model} batch {batch}: f32 "
+              f"{med['loom f32'] / med['torch f32']:.2f}, amp {med['loom amp'] / med['torch amp']:.2f}")
     return 0
 
 

@@ -14,6 +14,7 @@
 #include <cblas.h>
 
 
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -79,6 +80,24 @@ int info() {
                                    ", Winograd for 3x3 stride 1 (LOOM_WINOGRAD=0 off); "
                                "loom's kernels in deterministic mode")
             << " (LOOM_CONV=dnnl|loom|im2col)\n";
+  // Mixed precision (--amp-level): which low-precision instructions the processor has, and how
+  // the CPU backend computes Float16 / BFloat16 ops today.
+  std::string flags;
+  if (std::ifstream cpuinfo("/proc/cpuinfo"); cpuinfo) {
+    for (std::string line; std::getline(cpuinfo, line);) {
+      if (line.rfind("flags", 0) == 0) {
+        flags = " " + line.substr(line.find(':') + 1) + " ";
+        break;
+      }
+    }
+  }
+  auto has = [&](const char* f) { return flags.find(" " + std::string(f) + " ") != std::string::npos; };
+  const bool mm16 = loom::backend::cpu_backend().find_kernel("MatMul", loom::DType::kBFloat16);
+  std::cout << "low precision: processor " << (has("avx512_bf16") ? "has" : "without")
+            << " avx512_bf16, " << (has("amx_bf16") ? "has" : "without") << " amx_bf16, "
+            << (has("avx512_fp16") ? "has" : "without") << " avx512_fp16; Float16/BFloat16 "
+            << (mm16 ? "kernels" : "ops compute on Float32 kernels, rounded after each op")
+            << "\n";
   std::cout << "hardware threads: " << std::thread::hardware_concurrency() << "\n";
   return 0;
 }
