@@ -337,8 +337,24 @@ std::vector<std::string> compute_low_precision_in_float32(
         Node* a = c->arg(i);
         const std::optional<DType> d = tensor_dtype(a);
         if (d && is_low(*d)) {
+          // The copy is made after the op's other inputs (Depend: an ordering edge), so that a
+          // value kept from the forward pass is widened when its backward user runs, not as
+          // soon as the scheduler's depth-first order first reaches it, which would hold the
+          // Float32 copy through the computation of the other inputs.
+          Node* ordered = a;
+          for (std::size_t j = 0; j < c->num_args(); ++j) {
+            Node* other = c->arg(j);
+            if (j == i || other == a || other->is_value() || !other->abstract() ||
+                !other->abstract()->is_tensor()) {
+              continue;
+            }
+            CNode* dep = graph->add_call(ops::make_op("Depend"), {ordered, other}, c->debug());
+            dep->set_abstract(a->abstract());
+            ordered = dep;
+          }
           CNode* up = graph->add_call(
-              ops::make_op("Cast", {{"dst_type", Value::dtype(DType::kFloat32)}}), {a}, c->debug());
+              ops::make_op("Cast", {{"dst_type", Value::dtype(DType::kFloat32)}}), {ordered},
+              c->debug());
           up->set_abstract(ir::Abstract::tensor(DType::kFloat32, a->abstract()->shape()));
           a = up;
         }
