@@ -68,45 +68,87 @@ bool is_backward(const Node* n) {
   return n->is_cnode() && static_cast<const CNode*>(n)->debug().role == ir::Role::kBackward;
 }
 
+bool is_low(DType d) { return d == DType::kFloat16 || d == DType::kBFloat16; }
+
+// Splits the uses of `n` into backward and forward ones; with both, finds the first backward user
+// (all in `graph`) and a backward input of it to order a recomputation after. Null when there is
+// nothing to do.
+const Node* backward_anchor(ir::Manager& mgr, const FuncGraph& graph, const Node* n,
+                            const std::unordered_map<const CNode*, std::size_t>& position,
+                            std::vector<ir::Use>& backward) {
+  std::vector<ir::Use> forward;
+  for (const ir::Use& u : mgr.users(n)) {
+    (u.user->debug().role == ir::Role::kBackward ? backward : forward).push_back(u);
+  }
+  if (backward.empty() || forward.empty()) return nullptr;
+  const CNode* first = nullptr;
+  for (const ir::Use& u : backward) {
+    if (u.user->graph() != &graph || !position.contains(u.user)) return nullptr;
+    if (first == nullptr || position.at(u.user) < position.at(first)) first = u.user;
+  }
+  for (std::size_t i = 0; i < first->num_args(); ++i) {
+    if (first->arg(i) != n && is_backward(first->arg(i))) return first->arg(i);
+  }
+  return nullptr;
+}
+
+ir::DebugInfo backward_debug(const CNode* of) {
+  ir::DebugInfo debug = of->debug();
+  debug.role = ir::Role::kBackward;
+  debug.forward = of->debug().scope;
+  return debug;
+}
+
 bool recompute_graph(ir::Manager& mgr, FuncGraph& graph) {
   const std::vector<CNode*> order = graph.topo_order();
   std::unordered_map<const CNode*, std::size_t> position;
   for (std::size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
   bool changed = false;
   for (CNode* act : order) {
+    if (act->debug().role == ir::Role::kBackward || !mgr.output_of(act).empty()) continue;
+    // A mixed-precision graph's exact widening Cast(x){Float32} of a Float16 / BFloat16 x kept
+    // for the backward pass (BatchNorm's input at amp O2): the backward users get a widening of
+    // their own, so the Float32 copy dies after its forward users and x (half its size) is kept.
+    if (act->is_call_to("Cast") && act->num_args() == 1 && act->abstract() &&
+        act->abstract()->is_tensor() && act->abstract()->dtype() == DType::kFloat32 &&
+        act->arg(0)->abstract() && act->arg(0)->abstract()->is_tensor() &&
+        is_low(act->arg(0)->abstract()->dtype())) {
+      std::vector<ir::Use> backward;
+      const Node* anchor = backward_anchor(mgr, graph, act, position, backward);
+      if (anchor == nullptr) continue;
+      const ir::DebugInfo debug = backward_debug(act);
+      CNode* ordered = graph.add_call(ops::make_op("Depend"),
+                                      {act->arg(0), const_cast<Node*>(anchor)}, debug);
+      ordered->set_abstract(act->arg(0)->abstract());
+      CNode* again = graph.add_call(ops::make_op("Cast", act->primitive()->attrs()), {ordered},
+                                    debug);
+      again->set_abstract(act->abstract());
+      if (!act->name().empty()) again->set_name(act->name() + "_recompute");
+      for (const ir::Use& u : backward) mgr.set_input(u.user, u.index, again);
+      changed = true;
+      continue;
+    }
     std::string act_name;
     if (act->is_call_to("ReLU")) act_name = "relu";
     if (act->is_call_to("ReLU6")) act_name = "relu6";
-    if (act_name.empty() || act->num_args() != 1 || act->debug().role == ir::Role::kBackward ||
-        !mgr.output_of(act).empty()) {
-      continue;
-    }
+    if (act_name.empty() || act->num_args() != 1) continue;
+    // The activation of the BatchNorm's y, or (amp O2) of y cast to Float16 / BFloat16.
+    const CNode* narrow = nullptr;
     CNode* bn = training_batch_norm_of(act->arg(0));
-    if (bn == nullptr) continue;
-    std::vector<ir::Use> backward, forward;
-    for (const ir::Use& u : mgr.users(act)) {
-      (u.user->debug().role == ir::Role::kBackward ? backward : forward).push_back(u);
-    }
-    if (backward.empty() || forward.empty()) continue;
-    // The first backward user, and a backward input of it to order the recomputation after.
-    const CNode* first = nullptr;
-    for (const ir::Use& u : backward) {
-      if (u.user->graph() != &graph || !position.contains(u.user)) {
-        first = nullptr;
-        break;
+    if (bn == nullptr && act->arg(0)->is_cnode()) {
+      const auto* c = static_cast<const CNode*>(act->arg(0));
+      if (c->is_call_to("Cast") && c->num_args() == 1 && c->abstract() &&
+          c->abstract()->is_tensor() && is_low(c->abstract()->dtype())) {
+        bn = training_batch_norm_of(c->arg(0));
+        narrow = c;
       }
-      if (first == nullptr || position.at(u.user) < position.at(first)) first = u.user;
     }
-    if (first == nullptr) continue;
-    Node* anchor = nullptr;
-    for (std::size_t i = 0; i < first->num_args() && anchor == nullptr; ++i) {
-      if (first->arg(i) != act && is_backward(first->arg(i))) anchor = first->arg(i);
-    }
+    if (bn == nullptr) continue;
+    std::vector<ir::Use> backward;
+    const Node* anchor = backward_anchor(mgr, graph, act, position, backward);
     if (anchor == nullptr) continue;
 
-    ir::DebugInfo debug = act->debug();
-    debug.role = ir::Role::kBackward;
-    debug.forward = act->debug().scope;
+    const ir::DebugInfo debug = backward_debug(act);
     auto element = [&](std::int64_t i) {
       CNode* get = graph.add_call(ops::make_op("TupleGetItem"), {bn, graph.add_value(Value::i64(i))},
                                   bn->debug());
@@ -114,13 +156,37 @@ bool recompute_graph(ir::Manager& mgr, FuncGraph& graph) {
       return get;
     };
     Node* x = bn->arg(0);
-    CNode* ordered = graph.add_call(ops::make_op("Depend"), {x, anchor}, debug);
-    ordered->set_abstract(x->abstract());
+    // The BatchNorm's input a widening of a low-precision value (amp O2): widened again from
+    // that value, so the forward Float32 copy is not kept for this either.
+    const CNode* widen = x->is_cnode() ? static_cast<const CNode*>(x) : nullptr;
+    if (widen && !(widen->is_call_to("Cast") && widen->num_args() == 1 &&
+                   widen->arg(0)->abstract() && widen->arg(0)->abstract()->is_tensor() &&
+                   is_low(widen->arg(0)->abstract()->dtype()))) {
+      widen = nullptr;
+    }
+    Node* source = widen ? widen->arg(0) : x;
+    CNode* ordered =
+        graph.add_call(ops::make_op("Depend"), {source, const_cast<Node*>(anchor)}, debug);
+    ordered->set_abstract(source->abstract());
+    Node* input = ordered;
+    if (widen) {
+      CNode* wide = graph.add_call(ops::make_op("Cast", widen->primitive()->attrs()), {ordered},
+                                   debug);
+      wide->set_abstract(x->abstract());
+      input = wide;
+    }
     CNode* again = graph.add_call(ops::make_op("BatchNormApply", {{"act", Value::string(act_name)}}),
-                                  {ordered, bn->arg(1), bn->arg(2), element(3), element(4)}, debug);
-    again->set_abstract(act->abstract());
-    if (!act->name().empty()) again->set_name(act->name() + "_recompute");
-    for (const ir::Use& u : backward) mgr.set_input(u.user, u.index, again);
+                                  {input, bn->arg(1), bn->arg(2), element(3), element(4)}, debug);
+    // ReLU commutes with rounding to the low dtype (monotone, zero kept): the narrowed
+    // recomputation is the activation's value.
+    CNode* result = again;
+    if (narrow != nullptr) {
+      again->set_abstract(bn->abstract()->elements()[0]);
+      result = graph.add_call(ops::make_op("Cast", narrow->primitive()->attrs()), {again}, debug);
+    }
+    result->set_abstract(act->abstract());
+    if (!act->name().empty()) result->set_name(act->name() + "_recompute");
+    for (const ir::Use& u : backward) mgr.set_input(u.user, u.index, result);
     changed = true;
   }
   return changed;
