@@ -20,6 +20,14 @@
 // before the backward pass reaches it (runtime/executable.cc turns it into an ordering edge).
 // The forward %z then dies at its last forward use. ReLU6 likewise (act "relu6").
 //
+// Mixed precision (core/passes/amp.h) puts casts in that chain. At O1, O2 and auto a BatchNorm
+// reads %xw = Cast(%h){Float32} of a low-precision %h, and at O1 and O2 its y is narrowed before
+// the ReLU: %z = ReLU(Cast(TupleGetItem(%bn, 0)){BFloat16}). The pass then recomputes
+//   - %xw for its backward users (BatchNormGrad) as Cast(Depend(%h, %d)){Float32}: the widening
+//     is exact, and %h is half the size of the Float32 copy that otherwise stays alive;
+//   - %z as Cast(BatchNormApply(Cast(Depend(%h, %d)){Float32}, ...){act}){BFloat16}: ReLU and
+//     rounding to the low dtype commute (rounding is monotone and keeps zero).
+//
 // Leaves alone: a BatchNorm in inference mode (its y is not computed from saved statistics); an
 // activation without forward users (nothing to free) or without backward users (nothing to
 // recompute), or that is a graph's output; uses in other graphs; a first backward user with no
