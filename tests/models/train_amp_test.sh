@@ -14,20 +14,12 @@
 # Usage: train_amp_test.sh path/to/loom
 set -euo pipefail
 loom=$(realpath "$1")
+here=$(dirname "$(realpath "$0")")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"  # --check-numerics writes numerics_dump/ here
 small=(--train-samples 320 --test-samples 64 --batch-size 32 --deterministic --json --threads 2)
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() {
-  local name=$1
-  shift
-  "$loom" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" ||
-    { cat "$tmp/$name.out" "$tmp/$name.err" >&2; fail "loom $* exited non-zero"; }
-  tail -n 1 "$tmp/$name.out" >"$tmp/$name.json"
-}
-key() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2]))' \
-          "$tmp/$1.json" "$2"; }
+source "$here/train_run_util.sh"  # fail, run, key
 
 run plain train lenet "${small[@]}" --epochs 1
 run o0 train lenet "${small[@]}" --epochs 1 --amp-level O0

@@ -21,19 +21,7 @@ pid=
 trap '[[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 small=(--train-samples 640 --test-samples 64 --batch-size 32 --deterministic --json --threads 2)
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# run NAME ARGS...: loom ARGS, stdout in $tmp/NAME.out, the last line in $tmp/NAME.json.
-run() {
-  local name=$1
-  shift
-  "$loom" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" ||
-    { cat "$tmp/$name.out" "$tmp/$name.err" >&2; fail "loom $* exited non-zero"; }
-  tail -n 1 "$tmp/$name.out" >"$tmp/$name.json"
-}
-# key NAME KEY: the JSON value of KEY in run NAME's last line.
-key() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' \
-          "$tmp/$1.json" "$2"; }
+source "$(dirname "$0")/train_run_util.sh"  # fail, run, key
 
 # --- 2 epochs straight, and 1 + 1 through a checkpoint.
 run straight train lenet "${small[@]}" --epochs 2

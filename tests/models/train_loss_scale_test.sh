@@ -14,16 +14,7 @@ loom=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 small=(--train-samples 320 --test-samples 64 --batch-size 32 --deterministic --json --threads 2)
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() {
-  local name=$1
-  shift
-  "$loom" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" ||
-    { cat "$tmp/$name.out" "$tmp/$name.err" >&2; fail "loom $* exited non-zero"; }
-  tail -n 1 "$tmp/$name.out" >"$tmp/$name.json"
-}
-key() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' \
-          "$tmp/$1.json" "$2"; }
+source "$(dirname "$0")/train_run_util.sh"  # fail, run, key
 # scale NAME: the JSON loss_scale of run NAME, as an integer when it is one.
 scale() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))["loss_scale"]; print(int(v) if v == int(v) else v)' \
             "$tmp/$1.json"; }
