@@ -20,9 +20,10 @@ packages=(
   # OpenSSL's libcrypto: SHA-256 of the trained weights (loom train --json); nlohmann-json: the
   # run's result record (train/run.h)
   libssl-dev nlohmann-json3-dev
-  # test tools: FileCheck for .ir pass tests, clang + libFuzzer for fuzz targets, venv for the
-  # interoperability tests' Python environments (TensorBoard, MindSpore from PyPI)
-  llvm-14-tools clang libclang-rt-14-dev python3-venv
+  # test tools: FileCheck for .ir pass tests, clang + libFuzzer for the sanitizer build that also
+  # holds the fuzz targets (libomp-dev: clang's OpenMP, which oneDNN's path there needs), venv for
+  # the interoperability tests' Python environments (TensorBoard, MindSpore from PyPI)
+  llvm-14-tools clang libclang-rt-14-dev libomp-dev python3-venv
   # iproute2: the several-hosts test's network namespaces and veth links (tests/parallel)
   iproute2
   # Doxygen: the C++ API reference (docs/api)
