@@ -21,7 +21,7 @@ set(LOOM_PUBLIC_HEADERS
     core/ir/abstract.h core/ir/anf.h core/ir/control_flow.h core/ir/device.h core/ir/dtype.h
     core/ir/error.h core/ir/parser.h core/ir/printer.h core/ir/tensor.h core/ir/value.h
     core/ir/verify.h core/autodiff/grad.h core/random/random.h core/trace/graph_emitter.h
-    core/trace/tracer.h core/passes/pipeline.h
+    core/trace/tracer.h core/passes/pipeline.h core/passes/amp.h
     ops/op.h ops/emitter.h
     backends/backend.h backends/kernel.h backends/eager.h
     runtime/compiled_function.h runtime/executable.h runtime/interpreter.h runtime/memory_plan.h

@@ -81,6 +81,7 @@ struct NumericsOptions {
   /// run goes on: loss scaling, whose overflowing steps are skipped, not errors
   /// (`loom train --check-numerics` with a loss scale).
   bool stop = true;
+  /// With stop false: called at each run's first non-finite node, with the report and one line.
   std::function<void(const NumericsReport&, const std::string& line)> on_found;
 };
 

@@ -46,7 +46,14 @@ class Module;
 
 namespace loom::passes {
 
-enum class AmpLevel { kO0, kO1, kO2, kO3, kAuto };
+/// MindSpore's amp levels (above).
+enum class AmpLevel {
+  kO0,   ///< no change
+  kO1,   ///< the white list in the low dtype
+  kO2,   ///< all but BatchNorm, LayerNorm and the loss in the low dtype
+  kO3,   ///< all but the loss in the low dtype
+  kAuto  ///< the auto white list low, the auto black list Float32, the rest promoted
+};
 
 /// "O0", "O1", "O2", "O3", "auto".
 std::string_view amp_level_name(AmpLevel level);
@@ -55,8 +62,9 @@ AmpLevel amp_level_from_name(std::string_view name);
 /// "float16" / "bfloat16" (MindSpore's spelling) to the dtype; ValueError otherwise.
 DType amp_dtype_from_name(std::string_view name);
 
+/// What auto_mixed_precision does.
 struct AmpOptions {
-  AmpLevel level = AmpLevel::kO0;
+  AmpLevel level = AmpLevel::kO0;  ///< the level
   DType dtype = DType::kFloat16;  ///< the low precision: kFloat16 or kBFloat16
   /// Scope components whose ops compute in Float32 at every level: the loss.
   std::vector<std::string> fp32_scopes = {"_loss_fn"};
