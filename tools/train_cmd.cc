@@ -253,6 +253,18 @@ double parse_positive_double(const std::string& flag, const std::string& text) {
 
 // --loss-scale none | fixed[:SCALE[:keep]] | dynamic[:INIT[:FACTOR[:WINDOW]]] (nn::LossScale;
 // MindSpore's managers' defaults: fixed 128, dynamic 2**24, 2, 2000).
+// parse(value), a library's ValueError turned into the usage error "FLAG: expected EXPECTED, got
+// 'VALUE'".
+template <typename Parse>
+auto parse_named(const std::string& flag, const std::string& value, const std::string& expected,
+                 Parse parse) {
+  try {
+    return parse(value);
+  } catch (const ValueError&) {
+    throw UsageError(flag + ": expected " + expected + ", got '" + value + "'");
+  }
+}
+
 nn::LossScale parse_loss_scale(const std::string& flag, const std::string& text) {
   std::vector<std::string> parts;
   std::string::size_type start = 0;
@@ -434,26 +446,17 @@ Options parse_options(const std::string& command, const std::vector<std::string>
       o.run.loss_scale = parse_loss_scale(flag, value());
       o.run.loss_scale_given = true;
     } else if (flag == "--amp-level") {
-      const std::string v = value();
-      try {
-        o.run.amp.level = passes::amp_level_from_name(v);
-      } catch (const ValueError&) {
-        throw UsageError("--amp-level: expected O0, O1, O2, O3 or auto, got '" + v + "'");
-      }
+      o.run.amp.level = parse_named(flag, value(), "O0, O1, O2, O3 or auto", [](const auto& v) {
+        return passes::amp_level_from_name(v);
+      });
     } else if (flag == "--amp-dtype") {
-      const std::string v = value();
-      try {
-        o.run.amp.dtype = passes::amp_dtype_from_name(v);
-      } catch (const ValueError&) {
-        throw UsageError("--amp-dtype: expected float16 or bfloat16, got '" + v + "'");
-      }
+      o.run.amp.dtype = parse_named(flag, value(), "float16 or bfloat16", [](const auto& v) {
+        return passes::amp_dtype_from_name(v);
+      });
     } else if (flag == "--device") {
-      const std::string v = value();
-      try {
-        o.run.device = nn::device_from_target(v.c_str());
-      } catch (const ValueError&) {
-        throw UsageError("--device: expected CPU or GPU, got '" + v + "'");
-      }
+      o.run.device = parse_named(flag, value(), "CPU or GPU", [](const std::string& v) {
+        return nn::device_from_target(v.c_str());
+      });
     } else if (flag == "--save-graphs") {
       o.run.save_graphs_dir = non_empty(flag, value(), "a directory");
     } else if (flag == "--passes") {

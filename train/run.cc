@@ -321,6 +321,15 @@ nlohmann::json number(double v, int digits = 6) {
 
 }  // namespace
 
+namespace {
+
+// MindSpore's spelling of an amp dtype ("float16", "bfloat16": passes::amp_dtype_from_name's).
+std::string amp_dtype_name(DType dtype) {
+  return dtype == DType::kBFloat16 ? "bfloat16" : "float16";
+}
+
+}  // namespace
+
 std::string RunResult::to_json() const {
   nlohmann::ordered_json j;
   j["model"] = model;
@@ -614,7 +623,7 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
                .amp = c.amp.level == passes::AmpLevel::kO0
                           ? std::string()
                           : std::string(passes::amp_level_name(c.amp.level)) + " " +
-                                (c.amp.dtype == DType::kBFloat16 ? "bfloat16" : "float16")};
+                                amp_dtype_name(c.amp.dtype)};
   // The dumper and the numerics checker first: a bad dump configuration stops the run before it
   // starts, and they see the step numbers before the other callbacks run.
   std::vector<nn::Callback*> callbacks;
@@ -755,7 +764,7 @@ RunResult run_training(const RunConfig& config, const RunHooks& hooks) {
   }
   if (c.amp.level != passes::AmpLevel::kO0) {
     result.amp_level = passes::amp_level_name(c.amp.level);
-    result.amp_dtype = c.amp.dtype == DType::kBFloat16 ? "bfloat16" : "float16";
+    result.amp_dtype = amp_dtype_name(c.amp.dtype);
     std::set<std::string> ops;
     if (model.train_network()) {
       const auto& f = model.train_network()->compiled_function().float32_fallbacks();

@@ -12,6 +12,7 @@
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "core/ir/manager.h"
+#include "core/passes/low_precision.h"
 #include "ops/op.h"
 
 namespace loom::passes {
@@ -23,8 +24,6 @@ using ir::CNode;
 using ir::FuncGraph;
 using ir::Node;
 using ir::Value;
-
-bool is_low(DType d) { return d == DType::kFloat16 || d == DType::kBFloat16; }
 
 // The tensor dtype of a node's abstract, or nullopt (a tuple, a scalar, no abstract).
 std::optional<DType> tensor_dtype(const Node* n) {
@@ -151,7 +150,7 @@ class Rewriter {
       for (std::size_t i = 0; i < c->num_args(); ++i) {
         const std::optional<DType> d = tensor_dtype(c->arg(i));
         any_float32 |= d == DType::kFloat32;
-        any_low |= d && is_low(*d);
+        any_low |= d && is_half_float(*d);
       }
       if (!any_low) {
         reinfer(c);
@@ -162,7 +161,7 @@ class Rewriter {
     for (std::size_t i = 0; i < c->num_args(); ++i) {
       Node* a = c->arg(i);
       const std::optional<DType> d = tensor_dtype(a);
-      if (!d || *d == target || (*d != DType::kFloat32 && !is_low(*d))) continue;
+      if (!d || *d == target || (*d != DType::kFloat32 && !is_half_float(*d))) continue;
       manager_.set_input(c, i + 1, cast(a, target, c->debug()));
     }
     reinfer(c);
@@ -190,7 +189,7 @@ class Rewriter {
     // (exactly), so no value takes two roundings.
     if (x->is_cnode()) {
       const auto* inner = static_cast<const CNode*>(x);
-      if (inner->is_call_to("Cast") && is_low(to) && tensor_dtype(inner->arg(0)) == to &&
+      if (inner->is_call_to("Cast") && is_half_float(to) && tensor_dtype(inner->arg(0)) == to &&
           tensor_dtype(inner) == DType::kFloat32) {
         return inner->arg(0);
       }
@@ -308,7 +307,7 @@ DType amp_dtype_from_name(std::string_view name) {
 }
 
 int auto_mixed_precision(ir::FuncGraph& graph, const AmpOptions& options) {
-  if (!is_low(options.dtype)) {
+  if (!is_half_float(options.dtype)) {
     throw ValueError("amp: expected the low precision dtype Float16 or BFloat16, got " +
                      std::string(dtype_name(options.dtype)));
   }
@@ -327,16 +326,35 @@ std::vector<std::string> compute_low_precision_in_float32(
       const ops::OpDef* def = ops::Registry::global().find(prim->name());
       if (def == nullptr) continue;
       const std::optional<DType> key = kernel_key(*c, *def);
-      if (!key || !is_low(*key) || has_kernel(prim->name(), *key) ||
+      if (!key || !is_half_float(*key) || has_kernel(prim->name(), *key) ||
           !has_kernel(prim->name(), DType::kFloat32)) {
         continue;
       }
-      std::vector<Node*> args;
+      // The op on Float32 inputs: its result must have the structure of the original's (else
+      // nothing is changed, and compile reports the missing kernel).
+      const ir::PrimitivePtr wide_op = ops::make_op(prim->name(), prim->attrs());
       std::vector<AbstractPtr> in;
       for (std::size_t i = 0; i < c->num_args(); ++i) {
+        const AbstractPtr& a = c->arg(i)->abstract();
+        const std::optional<DType> d = tensor_dtype(c->arg(i));
+        in.push_back(d && is_half_float(*d) ? ir::Abstract::tensor(DType::kFloat32, a->shape())
+                                            : a);
+      }
+      AbstractPtr out;
+      try {
+        out = ops::infer(*wide_op, in, c->debug().scope);
+      } catch (const Error&) {
+        continue;
+      }
+      const AbstractPtr& want = c->abstract();
+      const bool tensor = want->is_tensor() && out->is_tensor();
+      const bool tuple = want->is_tuple() && out->is_tuple() &&
+                         want->elements().size() == out->elements().size();
+      if (!tensor && !tuple) continue;
+      std::vector<Node*> args;
+      for (std::size_t i = 0; i < c->num_args(); ++i) {
         Node* a = c->arg(i);
-        const std::optional<DType> d = tensor_dtype(a);
-        if (d && is_low(*d)) {
+        if (in[i] != a->abstract()) {
           // The copy is made after the op's other inputs (Depend: an ordering edge), so that a
           // value kept from the forward pass is widened when its backward user runs, not as
           // soon as the scheduler's depth-first order first reaches it, which would hold the
@@ -355,23 +373,15 @@ std::vector<std::string> compute_low_precision_in_float32(
           CNode* up = graph->add_call(
               ops::make_op("Cast", {{"dst_type", Value::dtype(DType::kFloat32)}}), {ordered},
               c->debug());
-          up->set_abstract(ir::Abstract::tensor(DType::kFloat32, a->abstract()->shape()));
+          up->set_abstract(in[i]);
           a = up;
         }
         args.push_back(a);
-        in.push_back(a->abstract());
       }
-      AbstractPtr out;
-      try {
-        out = ops::infer(*prim, in, c->debug().scope);
-      } catch (const Error&) {
-        continue;  // the op does not take these dtypes together: compile reports the kernel
-      }
-      CNode* wide = graph->add_call(ops::make_op(prim->name(), prim->attrs()), args, c->debug());
+      CNode* wide = graph->add_call(wide_op, args, c->debug());
       wide->set_abstract(out);
       if (!c->name().empty()) wide->set_name(c->name());
       // Its results rounded back to the dtypes the users expect.
-      const AbstractPtr& want = c->abstract();
       auto down = [&](Node* x, const AbstractPtr& w) -> Node* {
         if (!w->is_tensor() || x->abstract()->dtype() == w->dtype()) return x;
         CNode* d = graph->add_call(ops::make_op("Cast", {{"dst_type", Value::dtype(w->dtype())}}),
@@ -380,11 +390,9 @@ std::vector<std::string> compute_low_precision_in_float32(
         return d;
       };
       Node* result = nullptr;
-      if (want->is_tensor()) {
-        if (!out->is_tensor()) continue;
+      if (tensor) {
         result = down(wide, want);
-      } else if (want->is_tuple() && out->is_tuple() &&
-                 want->elements().size() == out->elements().size()) {
+      } else {
         std::vector<Node*> parts;
         for (std::size_t i = 0; i < want->elements().size(); ++i) {
           CNode* get = graph->add_call(
@@ -393,11 +401,9 @@ std::vector<std::string> compute_low_precision_in_float32(
           get->set_abstract(out->elements()[i]);
           parts.push_back(down(get, want->elements()[i]));
         }
-        CNode* tuple = graph->add_call(ops::make_op("MakeTuple"), parts, c->debug());
-        tuple->set_abstract(want);
-        result = tuple;
-      } else {
-        continue;
+        CNode* made = graph->add_call(ops::make_op("MakeTuple"), parts, c->debug());
+        made->set_abstract(want);
+        result = made;
       }
       manager.replace(c, result);
       converted.insert(prim->name());

@@ -37,6 +37,7 @@
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "core/ir/manager.h"
+#include "core/passes/low_precision.h"
 #include "core/passes/pass.h"
 #include "ops/op.h"
 
@@ -76,7 +77,29 @@ bool is_backward(const Node* n) {
   return n->is_cnode() && static_cast<const CNode*>(n)->debug().role == ir::Role::kBackward;
 }
 
-bool is_low(DType d) { return d == DType::kFloat16 || d == DType::kBFloat16; }
+// `n` when it is an exact widening Cast of a Float16 / BFloat16 value (amp's Cast to Float32 before
+// BatchNorm), else null.
+const CNode* widening_of_half(const Node* n) {
+  if (!n->is_cnode()) return nullptr;
+  const auto* c = static_cast<const CNode*>(n);
+  if (!c->is_call_to("Cast") || c->num_args() != 1 || !c->abstract() ||
+      !c->abstract()->is_tensor() || !c->arg(0)->abstract() || !c->arg(0)->abstract()->is_tensor()) {
+    return nullptr;
+  }
+  const DType from = c->arg(0)->abstract()->dtype();
+  return is_half_float(from) && widens_exactly(from, c->abstract()->dtype()) ? c : nullptr;
+}
+
+// The widening `w` made again from its half-precision input, ordered after `anchor`.
+CNode* widen_again(FuncGraph& graph, const CNode* w, const Node* anchor,
+                   const ir::DebugInfo& debug) {
+  CNode* ordered = graph.add_call(ops::make_op("Depend"), {w->arg(0), const_cast<Node*>(anchor)},
+                                  debug);
+  ordered->set_abstract(w->arg(0)->abstract());
+  CNode* again = graph.add_call(ops::make_op("Cast", w->primitive()->attrs()), {ordered}, debug);
+  again->set_abstract(w->abstract());
+  return again;
+}
 
 // Splits the uses of `n` into backward and forward ones; with both, finds the first backward user
 // (all in `graph`) and a backward input of it to order a recomputation after. Null when there is
@@ -117,20 +140,11 @@ bool recompute_graph(ir::Manager& mgr, FuncGraph& graph) {
     // A mixed-precision graph's exact widening Cast(x){Float32} of a Float16 / BFloat16 x kept
     // for the backward pass (BatchNorm's input at amp O2): the backward users get a widening of
     // their own, so the Float32 copy dies after its forward users and x (half its size) is kept.
-    if (act->is_call_to("Cast") && act->num_args() == 1 && act->abstract() &&
-        act->abstract()->is_tensor() && act->abstract()->dtype() == DType::kFloat32 &&
-        act->arg(0)->abstract() && act->arg(0)->abstract()->is_tensor() &&
-        is_low(act->arg(0)->abstract()->dtype())) {
+    if (const CNode* widening = widening_of_half(act)) {
       std::vector<ir::Use> backward;
       const Node* anchor = backward_anchor(mgr, graph, act, position, backward);
       if (anchor == nullptr) continue;
-      const ir::DebugInfo debug = backward_debug(act);
-      CNode* ordered = graph.add_call(ops::make_op("Depend"),
-                                      {act->arg(0), const_cast<Node*>(anchor)}, debug);
-      ordered->set_abstract(act->arg(0)->abstract());
-      CNode* again = graph.add_call(ops::make_op("Cast", act->primitive()->attrs()), {ordered},
-                                    debug);
-      again->set_abstract(act->abstract());
+      CNode* again = widen_again(graph, widening, anchor, backward_debug(act));
       if (!act->name().empty()) again->set_name(act->name() + "_recompute");
       for (const ir::Use& u : backward) mgr.set_input(u.user, u.index, again);
       changed = true;
@@ -146,7 +160,7 @@ bool recompute_graph(ir::Manager& mgr, FuncGraph& graph) {
     if (bn == nullptr && act->arg(0)->is_cnode()) {
       const auto* c = static_cast<const CNode*>(act->arg(0));
       if (c->is_call_to("Cast") && c->num_args() == 1 && c->abstract() &&
-          c->abstract()->is_tensor() && is_low(c->abstract()->dtype())) {
+          c->abstract()->is_tensor() && is_half_float(c->abstract()->dtype())) {
         bn = training_batch_norm_of(c->arg(0));
         narrow = c;
       }
@@ -163,25 +177,17 @@ bool recompute_graph(ir::Manager& mgr, FuncGraph& graph) {
       get->set_abstract(bn->abstract()->elements()[static_cast<std::size_t>(i)]);
       return get;
     };
-    Node* x = bn->arg(0);
-    // The BatchNorm's input a widening of a low-precision value (amp O2): widened again from
-    // that value, so the forward Float32 copy is not kept for this either.
-    const CNode* widen = x->is_cnode() ? static_cast<const CNode*>(x) : nullptr;
-    if (widen && !(widen->is_call_to("Cast") && widen->num_args() == 1 &&
-                   widen->arg(0)->abstract() && widen->arg(0)->abstract()->is_tensor() &&
-                   is_low(widen->arg(0)->abstract()->dtype()))) {
-      widen = nullptr;
-    }
-    Node* source = widen ? widen->arg(0) : x;
-    CNode* ordered =
-        graph.add_call(ops::make_op("Depend"), {source, const_cast<Node*>(anchor)}, debug);
-    ordered->set_abstract(source->abstract());
-    Node* input = ordered;
-    if (widen) {
-      CNode* wide = graph.add_call(ops::make_op("Cast", widen->primitive()->attrs()), {ordered},
-                                   debug);
-      wide->set_abstract(x->abstract());
-      input = wide;
+    // The BatchNorm's input, ordered after the anchor; when it is a widening of a half-precision
+    // value (amp O2), widened again from that value, so the forward Float32 copy is not kept for
+    // this either.
+    Node* input = nullptr;
+    if (const CNode* widening = widening_of_half(bn->arg(0))) {
+      input = widen_again(graph, widening, anchor, debug);
+    } else {
+      CNode* ordered =
+          graph.add_call(ops::make_op("Depend"), {bn->arg(0), const_cast<Node*>(anchor)}, debug);
+      ordered->set_abstract(bn->arg(0)->abstract());
+      input = ordered;
     }
     CNode* again = graph.add_call(ops::make_op("BatchNormApply", {{"act", Value::string(act_name)}}),
                                   {input, bn->arg(1), bn->arg(2), element(3), element(4)}, debug);

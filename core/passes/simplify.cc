@@ -46,6 +46,7 @@
 #include "core/ir/anf.h"
 #include "core/ir/error.h"
 #include "core/ir/manager.h"
+#include "core/passes/low_precision.h"
 #include "core/passes/pass.h"
 
 namespace loom::passes {
@@ -181,13 +182,6 @@ Node* cast_to_same_dtype(const CNode* c) {
   return same_abstract(c, x) ? x : nullptr;
 }
 
-// x's dtype widened to w keeps every value exactly.
-bool exact_widening(DType x, DType w) {
-  const bool half = x == DType::kFloat16 || x == DType::kBFloat16;
-  return (half && (w == DType::kFloat32 || w == DType::kFloat64)) ||
-         (x == DType::kFloat32 && w == DType::kFloat64);
-}
-
 CNode* cast_of_exact_cast(FuncGraph& graph, const CNode* c) {
   if (!c->is_call_to("Cast") || c->num_args() != 1) return nullptr;
   const CNode* inner = call_of(c->arg(0), "Cast");
@@ -195,7 +189,7 @@ CNode* cast_of_exact_cast(FuncGraph& graph, const CNode* c) {
   const Node* x = inner->arg(0);
   if (!x->abstract() || !x->abstract()->is_tensor() || !inner->abstract() ||
       !inner->abstract()->is_tensor() ||
-      !exact_widening(x->abstract()->dtype(), inner->abstract()->dtype())) {
+      !widens_exactly(x->abstract()->dtype(), inner->abstract()->dtype())) {
     return nullptr;
   }
   const ir::PrimitivePtr& prim =
