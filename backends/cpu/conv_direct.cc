@@ -7,14 +7,16 @@
 // also means the kernels never read what they write (the runtime may hand out overlapping
 // buffers to an op whose input dies).
 //
-// Register blocking (AVX-512, 32 zmm):
-// - rows: OB output channels × NV vectors (NV = 1 for rows up to 16 wide, 2 up to 32; wider rows
-//   go in 32-column segments) of accumulators; per tap NV loads of the input row and OB
-//   broadcast weights, OB·NV FMAs. OB ≤ 16 (NV = 1) or 12 (NV = 2).
-// - filter gradient: OB output channels × JB taps j of one kernel row i; per 16 output columns
+// Register blocking, written once for the build's vector (simd.h: AVX-512, 16 lanes and 32
+// registers; AVX2, 8 lanes and 16 registers), L lanes below:
+// - rows: OB output channels × NV vectors (NV = 1 for rows up to L wide, 2 up to 2L; wider rows
+//   go in 2L-column segments) of accumulators; per tap NV loads of the input row and OB
+//   broadcast weights, OB·NV FMAs. OB ≤ 16 (NV = 1) or 12 (NV = 2) on AVX-512, 12 or 6 on AVX2.
+// - filter gradient: OB output channels × JB taps j of one kernel row i; per L output columns
 //   OB loads of dy, JB loads of x (shifted by j), OB·JB FMAs; the lane sums stay in registers
 //   over all rows of all images of a chunk and are added up once per chunk.
-// - filter gradient with more than 8 output channels: see channel_filter_kernel.
+// - AVX-512 only: the output channels as the vector for narrow rows (channel_row_kernel) and for
+//   the filter gradient with more than 8 output channels (channel_filter_kernel).
 // The channel counts are split into equal blocks (6 = 6, 16 = 16 for rows; 6 = 3 + 3 for the
 // 5-wide filter blocks) so no lanes of the blocking go to waste.
 #include "backends/cpu/conv_direct.h"
@@ -24,9 +26,7 @@
 #include <cstdint>
 #include <vector>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "backends/cpu/simd.h"
 
 namespace loom::backend::cpu {
 
@@ -87,45 +87,41 @@ struct Valid {
   int64_t wp() const { return ow + kw - 1; }
 };
 
-#if defined(__AVX512F__)
+#if defined(LOOM_CPU_SIMD)
 
-// The sum of the 16 lanes, in a fixed order (pairs of halves).
-float lane_sum(__m512 v) {
-  alignas(64) float t[16];
-  _mm512_store_ps(t, v);
-  for (int width = 8; width > 0; width /= 2) {
-    for (int k = 0; k < width; ++k) t[k] += t[k + width];
-  }
-  return t[0];
-}
+using simd::kLanes;
+using simd::Mask;
+using simd::Vec;
 
-__mmask16 lanes(int64_t count) {
-  return static_cast<__mmask16>((1u << std::min<int64_t>(count, 16)) - 1u);
-}
+// Accumulators a kernel keeps in registers at most: 24 of AVX-512's 32, 12 of AVX2's 16 (the
+// rest hold the loaded inputs and the broadcast weight).
+constexpr int kAccumulators = simd::kRegisters * 3 / 4;
 
 struct RowArgs {
   const float* x;  // padded input, channel 0, at (oy, x0)
   const float* w;  // packed weights at output channel o0
   float* y;        // output at (o0, oy, x0)
   int64_t cin, x_plane, wp, kh, kw, cout, y_plane, ow;
-  __mmask16 tail;  // the lanes of the last vector
+  Mask tail;       // the lanes of the last vector
   int64_t i0 = 0, i1 = 0;  // the kernel rows [i0, i1) a call runs (row_block sets them)
 };
 
 // Output rows per call: enough independent accumulators (FMA latency × 2 ports = 8) for the few
-// output channels of an input gradient, within 24 accumulators.
-constexpr int rows_per_call(int ob, int nv) { return std::clamp(24 / (ob * nv), 1, 4); }
+// output channels of an input gradient, within kAccumulators.
+constexpr int rows_per_call(int ob, int nv) {
+  return std::clamp(kAccumulators / (ob * nv), 1, 4);
+}
 
-// R output rows × OB output channels × NV vectors of one 32-column segment.
+// R output rows × OB output channels × NV vectors of one 2L-column segment.
 template <int R, int OB, int NV>
 void row_kernel(const RowArgs& a) {
-  __m512 acc[R][OB][NV];
+  Vec acc[R][OB][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
     for (int b = 0; b < OB; ++b) {
 #pragma GCC unroll 16
-      for (int v = 0; v < NV; ++v) acc[r][b][v] = _mm512_setzero_ps();
+      for (int v = 0; v < NV; ++v) acc[r][b][v] = simd::zero();
     }
   }
   for (int64_t ch = 0; ch < a.cin; ++ch) {
@@ -133,22 +129,22 @@ void row_kernel(const RowArgs& a) {
       const float* xr = a.x + ch * a.x_plane + i * a.wp;
       const float* wtap = a.w + (ch * a.kh + i) * a.kw * a.cout;
       for (int64_t j = 0; j < a.kw; ++j, wtap += a.cout) {
-        __m512 xv[R][NV];
+        Vec xv[R][NV];
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
           for (int v = 0; v < NV; ++v) {
-            const float* src = xr + r * a.wp + j + 16 * v;
-            xv[r][v] = v + 1 < NV ? _mm512_loadu_ps(src) : _mm512_maskz_loadu_ps(a.tail, src);
+            const float* src = xr + r * a.wp + j + kLanes * v;
+            xv[r][v] = v + 1 < NV ? simd::load(src) : simd::load(a.tail, src);
           }
         }
 #pragma GCC unroll 16
         for (int b = 0; b < OB; ++b) {
-          const __m512 wb = _mm512_set1_ps(wtap[b]);
+          const Vec wb = simd::broadcast(wtap[b]);
 #pragma GCC unroll 16
           for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
-            for (int v = 0; v < NV; ++v) acc[r][b][v] = _mm512_fmadd_ps(wb, xv[r][v], acc[r][b][v]);
+            for (int v = 0; v < NV; ++v) acc[r][b][v] = simd::fmadd(wb, xv[r][v], acc[r][b][v]);
           }
         }
       }
@@ -162,9 +158,9 @@ void row_kernel(const RowArgs& a) {
 #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v) {
         if (v + 1 < NV) {
-          _mm512_storeu_ps(yb + 16 * v, acc[r][b][v]);
+          simd::store(yb + kLanes * v, acc[r][b][v]);
         } else {
-          _mm512_mask_storeu_ps(yb + 16 * v, a.tail, acc[r][b][v]);
+          simd::store(a.tail, yb + kLanes * v, acc[r][b][v]);
         }
       }
     }
@@ -208,6 +204,7 @@ void row_block(const RowArgs& a, int64_t oh, int64_t row_lo, int64_t row_hi) {
   });
 }
 
+#if defined(__AVX512F__)
 // The output channels as the vector, for 9 to 16 of them on narrow rows (LeNet's conv2: 16
 // channels on rows 10 wide, where rows as vectors leave 6 of 16 lanes idle): acc[r][q] holds the
 // channels of output position (oy + r, x0 + q); per tap one (masked) load of the packed weights
@@ -281,11 +278,13 @@ bool channel_rows_suit(const Valid& v) { return v.cout > 8 && v.cout <= 16 && v.
 void channel_conv_image(const Valid& v, const float* xp, const float* wt, float* y) {
   const ChannelRowArgs a{.x = xp, .w = wt, .y = y, .cin = v.cin, .x_plane = v.hp() * v.wp(),
                          .wp = v.wp(), .kh = v.kh, .kw = v.kw, .cout = v.cout,
-                         .y_plane = v.oh * v.ow, .ow = v.ow, .lanes = lanes(v.cout)};
+                         .y_plane = v.oh * v.ow, .ow = v.ow, .lanes = simd::first(v.cout)};
   run_channel_row(v.ow, a, v.oh, v.row_lo, v.row_hi);
 }
+#endif  // __AVX512F__
 
-constexpr int max_row_block(int nv) { return nv == 1 ? 16 : 12; }
+// 16 (NV = 1) or 12 (NV = 2) output channels per block on AVX-512, 12 or 6 on AVX2.
+constexpr int max_row_block(int nv) { return std::min(16, kAccumulators / nv); }
 
 template <int NV, int OB = 1>
 void run_row(int64_t ob, const RowArgs& a, int64_t oh, int64_t row_lo, int64_t row_hi) {
@@ -296,19 +295,22 @@ void run_row(int64_t ob, const RowArgs& a, int64_t oh, int64_t row_lo, int64_t r
 }
 
 void valid_conv_image(const Valid& v, const float* xp, const float* wt, float* y) {
+#if defined(__AVX512F__)
   if (channel_rows_suit(v)) return channel_conv_image(v, xp, wt, y);
+#endif
   const int64_t wp = v.wp();
   const int64_t x_plane = v.hp() * wp;
   const int64_t y_plane = v.oh * v.ow;
-  for (int64_t x0 = 0; x0 < v.ow; x0 += 32) {
-    const int64_t width = std::min<int64_t>(32, v.ow - x0);
-    const int nv = width > 16 ? 2 : 1;
+  for (int64_t x0 = 0; x0 < v.ow; x0 += 2 * kLanes) {
+    const int64_t width = std::min<int64_t>(2 * kLanes, v.ow - x0);
+    const int nv = width > kLanes ? 2 : 1;
     const int64_t blocks = ceil_div(v.cout, max_row_block(nv));
     const int64_t ob = ceil_div(v.cout, blocks);
     for (int64_t o0 = 0; o0 < v.cout; o0 += ob) {
       const RowArgs a{.x = xp + x0, .w = wt + o0, .y = y + o0 * y_plane + x0, .cin = v.cin,
                       .x_plane = x_plane, .wp = wp, .kh = v.kh, .kw = v.kw, .cout = v.cout,
-                      .y_plane = y_plane, .ow = v.ow, .tail = lanes(width - 16 * (nv - 1))};
+                      .y_plane = y_plane, .ow = v.ow,
+                      .tail = simd::first(width - kLanes * (nv - 1))};
       const int64_t count = std::min(ob, v.cout - o0);
       if (nv == 1) {
         run_row<1>(count, a, v.oh, v.row_lo, v.row_hi);
@@ -328,29 +330,29 @@ struct FilterArgs {
 
 template <int OB, int JB>
 void filter_kernel(const FilterArgs& a) {
-  __m512 acc[OB][JB];
+  Vec acc[OB][JB];
   #pragma GCC unroll 16
   for (int b = 0; b < OB; ++b) {
     #pragma GCC unroll 16
-    for (int t = 0; t < JB; ++t) acc[b][t] = _mm512_setzero_ps();
+    for (int t = 0; t < JB; ++t) acc[b][t] = simd::zero();
   }
-  const __mmask16 tail = lanes(a.ow % 16 == 0 ? 16 : a.ow % 16);
+  const Mask tail = simd::first(a.ow % kLanes == 0 ? kLanes : a.ow % kLanes);
   for (int64_t image = 0; image < a.images; ++image) {
     const float* d = a.dy + image * a.dy_image;
     const float* xi = a.x + image * a.x_image;
     for (int64_t oy = 0; oy < a.oh; ++oy) {
       const float* drow = d + oy * a.ow;
       const float* xrow = xi + oy * a.wp;
-      for (int64_t x0 = 0; x0 < a.ow; x0 += 16) {
-        const __mmask16 m = x0 + 16 <= a.ow ? __mmask16(0xFFFF) : tail;
-        __m512 dv[OB];
+      for (int64_t x0 = 0; x0 < a.ow; x0 += kLanes) {
+        const Mask m = x0 + kLanes <= a.ow ? simd::all() : tail;
+        Vec dv[OB];
         #pragma GCC unroll 16
-        for (int b = 0; b < OB; ++b) dv[b] = _mm512_maskz_loadu_ps(m, drow + b * a.plane + x0);
+        for (int b = 0; b < OB; ++b) dv[b] = simd::load(m, drow + b * a.plane + x0);
         #pragma GCC unroll 16
         for (int t = 0; t < JB; ++t) {
-          const __m512 xv = _mm512_maskz_loadu_ps(m, xrow + x0 + t);
+          const Vec xv = simd::load(m, xrow + x0 + t);
           #pragma GCC unroll 16
-          for (int b = 0; b < OB; ++b) acc[b][t] = _mm512_fmadd_ps(dv[b], xv, acc[b][t]);
+          for (int b = 0; b < OB; ++b) acc[b][t] = simd::fmadd(dv[b], xv, acc[b][t]);
         }
       }
     }
@@ -358,13 +360,14 @@ void filter_kernel(const FilterArgs& a) {
   #pragma GCC unroll 16
   for (int b = 0; b < OB; ++b) {
     #pragma GCC unroll 16
-    for (int t = 0; t < JB; ++t) a.dw[b * a.dw_o + t] = lane_sum(acc[b][t]);
+    for (int t = 0; t < JB; ++t) a.dw[b * a.dw_o + t] = simd::lane_sum(acc[b][t]);
   }
 }
 
 constexpr int kMaxFilterTaps = 5;
-// Output channels per filter block: accumulators, dy vectors and one x vector within 30 zmm.
-constexpr int max_filter_block(int jb) { return std::min(12, 29 / (jb + 1)); }
+// Output channels per filter block: accumulators, dy vectors and one x vector within all but two
+// of the registers (30 zmm, 14 ymm).
+constexpr int max_filter_block(int jb) { return std::min(12, (simd::kRegisters - 3) / (jb + 1)); }
 
 template <int JB, int OB = 1>
 void run_filter_ob(int64_t ob, const FilterArgs& a) {
@@ -400,6 +403,7 @@ void filter_unit(const ConvShape& s, const float* dy, const float* xp, int64_t i
   }
 }
 
+#if defined(__AVX512F__)
 // The filter gradient with the output channels as the vector (for more than 8 of them): dy of
 // a chunk is transposed to [image][position][16 channels] once, and for each position one dy
 // vector is multiplied by RB × KW broadcast inputs (kernel rows i0 .. i0 + RB of one input
@@ -487,6 +491,8 @@ void channel_filter_unit(const ConvShape& s, const float* dyt, const float* xp, 
   }
 }
 
+#endif  // __AVX512F__
+
 #else  // plain loops, same order of work
 
 void valid_conv_image(const Valid& v, const float* xp, const float* wt, float* y) {
@@ -549,13 +555,7 @@ void conv_images(const ConvShape& s, Valid v, const float* in, int64_t h, int64_
 
 }  // namespace
 
-bool direct_conv_available() {
-#if defined(__AVX512F__)
-  return true;
-#else
-  return false;
-#endif
-}
+bool direct_conv_available() { return simd::kSimd; }
 
 bool direct_conv_suits(const ConvShape& s) {
   return s.sh == 1 && s.sw == 1 && s.dil_h == 1 && s.dil_w == 1 && s.o <= 16 && s.c <= 8 &&

@@ -2,8 +2,8 @@
 // channels, 5x5, maps of 32x32 and 14x14), where a GEMM formulation is thin (M = 6 or 16) and
 // im2col costs as much as the arithmetic. Stride 1, no dilation, group 1, any padding.
 //
-// - Forward: each output row is one or two 16-lane vectors along the output width (masked at
-//   the end of the row); the accumulators of all the output channels of a block sit in
+// - Forward: each output row is one or two vectors (16 lanes on AVX-512, 8 on AVX2) along the
+//   output width (masked at the end of the row); the accumulators of all the output channels of a block sit in
 //   registers, each tap broadcasts one weight and reads the input row shifted by j.
 // - Input gradient: the same kernel, as the convolution of dy (zero-padded by k - 1 - pad) with
 //   the flipped, transposed filter.
@@ -23,8 +23,9 @@
 
 namespace loom::backend::cpu {
 
-// Whether this build has the vectorized kernels (AVX-512F at compile time). Without it the
-// functions below still compute the right result with plain loops, but nothing routes to them.
+// Whether this build has the vectorized kernels (AVX-512F, or AVX2 with FMA, at compile time:
+// simd.h). Without them the functions below still compute the right result with plain loops, but
+// nothing routes to them.
 bool direct_conv_available();
 
 // The shapes conv_kernels.cc routes here (measured on LeNet's layers and two padded 3x3 layers

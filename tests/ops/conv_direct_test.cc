@@ -47,7 +47,10 @@ std::vector<Case> cases() {
   std::vector<Case> all = {
       // batch 1, one channel each way, 1x1
       {{1, 1, 7, 9}, {1, 1, 1, 1}, "valid", {0, 0, 0, 0}},
-      // rows of exactly 16 and 32 outputs, and 33 (a second segment of one column)
+      // rows of exactly 16 and 32 outputs, and 33 (a second segment of one column; AVX-512's
+      // vectors of 16 lanes and segments of 32 columns), and of 8 and 17 (AVX2's 8 and 16)
+      {{2, 3, 10, 10}, {5, 3, 3, 3}, "valid", {0, 0, 0, 0}},
+      {{1, 4, 10, 21}, {9, 4, 5, 5}, "valid", {0, 0, 0, 0}},
       {{2, 3, 18, 18}, {5, 3, 3, 3}, "valid", {0, 0, 0, 0}},
       {{2, 2, 36, 36}, {7, 2, 5, 5}, "valid", {0, 0, 0, 0}},
       {{1, 4, 10, 37}, {9, 4, 5, 5}, "valid", {0, 0, 0, 0}},
@@ -117,7 +120,7 @@ TEST(ConvDirect, RuleTakesTheseShapes) {
 }
 
 TEST(ConvDirect, OpsMatchIm2colAndFloat64) {
-  if (!backend::cpu::direct_conv_available()) GTEST_SKIP() << "built without AVX-512";
+  if (!backend::cpu::direct_conv_available()) GTEST_SKIP() << "built without AVX-512 or AVX2";
   backend::ThreadPool two(2);
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
@@ -132,7 +135,8 @@ TEST(ConvDirect, OpsMatchIm2colAndFloat64) {
   }
 }
 
-// The kernels called directly (also where the build lacks AVX-512: the plain-loop versions).
+// The kernels called directly (also where the build lacks AVX-512 and AVX2: the plain-loop
+// versions).
 TEST(ConvDirect, KernelsMatchFloat64) {
   backend::ThreadPool two(2);
   for (const Case& c : cases()) {
@@ -173,7 +177,7 @@ TEST(ConvDirect, BitwiseTheSameForAnyPoolSize) {
 
 // Large batches (several filter-gradient chunks and partials): LeNet at 256 against Float64.
 TEST(ConvDirect, LeNetBatch256) {
-  if (!backend::cpu::direct_conv_available()) GTEST_SKIP() << "built without AVX-512";
+  if (!backend::cpu::direct_conv_available()) GTEST_SKIP() << "built without AVX-512 or AVX2";
   backend::ThreadPool two(2), three(3);
   const std::vector<Case> big = {{{256, 1, 32, 32}, {6, 1, 5, 5}, "valid", {0, 0, 0, 0}},
                                  {{256, 6, 14, 14}, {16, 6, 5, 5}, "valid", {0, 0, 0, 0}}};
