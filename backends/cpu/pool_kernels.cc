@@ -12,8 +12,8 @@
 //   SAME). Work is split by output rows of all planes together, so that small planes still give
 //   both threads work; where 2x2/2 windows tile the planes' rows exactly (LeNet), output row t
 //   simply reads input rows 2t and 2t + 1 of the whole tensor. Windows wholly inside the image
-//   run branch-free over a row at a time (compare and blend: AVX-512 for the Float32 maxima,
-//   plain loops otherwise; GCC 12 vectorizes the averages but not the maxima); windows clipped
+//   run branch-free over a row at a time (compare and blend: AVX-512 or AVX2 for the Float32
+//   maxima of 2x2 windows, AVX-512 for 3x3, plain loops otherwise; GCC 12 vectorizes the averages but not the maxima); windows clipped
 //   by the padding use the reference's per-window code. The running maximum takes a value when
 //   it is greater, or when it is a NaN and the maximum is not: the first maximum in the order
 //   where NaN is above every number, as the reference. Where windows do not overlap (2x2/2),
@@ -34,7 +34,7 @@
 #include "backends/thread_pool.h"
 #include "ops/conv_geometry.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 
@@ -359,6 +359,66 @@ void window_maxima_3x3(const float* first, int64_t w, int64_t n, float* best, in
     _mm512_mask_storeu_epi32(tap + j, first_lanes(m), t);
   }
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+// AVX2, Float32, 8 windows of 2x2/2 per step; masks are __m256 whose lanes are all ones or zeros.
+inline __m256 first_lanes(int64_t m) {
+  const auto n = static_cast<int>(std::clamp<int64_t>(m, 0, 8));
+  return _mm256_castsi256_ps(
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+// The even and odd floats of up to 16; lanes past them read nothing and hold 0.
+struct Pairs {
+  __m256 even, odd;
+  __m256 lo, hi;  // the masks of the two 8-float halves that were read
+};
+inline Pairs load_pairs(const float* row, int64_t m) {
+  const __m256 lo = first_lanes(2 * m);
+  const __m256 hi = first_lanes(2 * m - 8);
+  const __m256 a = _mm256_maskload_ps(row, _mm256_castps_si256(lo));
+  const __m256 b = _mm256_maskload_ps(row + 8, _mm256_castps_si256(hi));
+  // [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6], and the odd ones alike.
+  const __m256 even = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+  const __m256 odd = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+  return {_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0))),
+          _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), _MM_SHUFFLE(3, 1, 2, 0))),
+          lo, hi};
+}
+// Stores the even and odd columns interleaved back (the inverse of load_pairs).
+inline void store_pairs(float* row, __m256 even, __m256 odd, __m256 lo, __m256 hi) {
+  const __m256 l = _mm256_unpacklo_ps(even, odd);  // e0 o0 e1 o1 | e4 o4 e5 o5
+  const __m256 h = _mm256_unpackhi_ps(even, odd);  // e2 o2 e3 o3 | e6 o6 e7 o7
+  _mm256_maskstore_ps(row, _mm256_castps_si256(lo), _mm256_permute2f128_ps(l, h, 0x20));
+  _mm256_maskstore_ps(row + 8, _mm256_castps_si256(hi), _mm256_permute2f128_ps(l, h, 0x31));
+}
+inline __m256 greater8(__m256 v, __m256 best) {
+  return _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ),
+                      _mm256_and_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q),
+                                    _mm256_cmp_ps(best, best, _CMP_ORD_Q)));
+}
+// The taps taken over the window order (0, 0), (0, 1), (1, 0), (1, 1), as the AVX-512 version.
+struct Taken {
+  __m256 t1, t2, t3;
+  // v where the winner is `tap`, 0 elsewhere.
+  __m256 only(int tap, __m256 v) const {
+    switch (tap) {
+      case 0: return _mm256_andnot_ps(_mm256_or_ps(t1, _mm256_or_ps(t2, t3)), v);
+      case 1: return _mm256_andnot_ps(_mm256_or_ps(t2, t3), _mm256_and_ps(t1, v));
+      case 2: return _mm256_andnot_ps(t3, _mm256_and_ps(t2, v));
+      default: return _mm256_and_ps(t3, v);
+    }
+  }
+};
+inline Taken maxima8(const Pairs& top, const Pairs& bottom, __m256& best) {
+  Taken t;
+  best = top.even;
+  t.t1 = greater8(top.odd, best);
+  best = _mm256_blendv_ps(best, top.odd, t.t1);
+  t.t2 = greater8(bottom.even, best);
+  best = _mm256_blendv_ps(best, bottom.even, t.t2);
+  t.t3 = greater8(bottom.odd, best);
+  best = _mm256_blendv_ps(best, bottom.odd, t.t3);
+  return t;
+}
 #endif
 
 // MaxPool, n inside windows of one row: y[j] = the maximum of window j.
@@ -371,6 +431,16 @@ void max_row(const T* first, int64_t w, int64_t n, T* y) {
       __m512 best;
       maxima16(load_pairs(first + 2 * j, m), load_pairs(first + w + 2 * j, m), best);
       _mm512_mask_storeu_ps(y + j, first_lanes(m), best);
+    }
+    return;
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  if constexpr (std::is_same_v<T, float> && K == 2) {
+    for (int64_t j = 0; j < n; j += 8) {
+      const int64_t m = std::min<int64_t>(8, n - j);
+      __m256 best;
+      maxima8(load_pairs(first + 2 * j, m), load_pairs(first + w + 2 * j, m), best);
+      _mm256_maskstore_ps(y + j, _mm256_castps_si256(first_lanes(m)), best);
     }
     return;
   }
@@ -397,6 +467,21 @@ void grad_at_max_row(const T* first, const T* grad_first, int64_t w, int64_t n, 
       r = _mm512_mask_blend_ps(t.t2, r, bottom.even);
       r = _mm512_mask_blend_ps(t.t3, r, bottom.odd);
       _mm512_mask_storeu_ps(y + j, first_lanes(m), r);
+    }
+    return;
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  if constexpr (std::is_same_v<T, float> && K == 2) {
+    for (int64_t j = 0; j < n; j += 8) {
+      const int64_t m = std::min<int64_t>(8, n - j);
+      __m256 best;
+      const Taken t = maxima8(load_pairs(first + 2 * j, m), load_pairs(first + w + 2 * j, m), best);
+      const Pairs top = load_pairs(grad_first + 2 * j, m);
+      const Pairs bottom = load_pairs(grad_first + w + 2 * j, m);
+      __m256 r = _mm256_blendv_ps(top.even, top.odd, t.t1);
+      r = _mm256_blendv_ps(r, bottom.even, t.t2);
+      r = _mm256_blendv_ps(r, bottom.odd, t.t3);
+      _mm256_maskstore_ps(y + j, _mm256_castps_si256(first_lanes(m)), r);
     }
     return;
   }
@@ -429,6 +514,20 @@ void scatter_row_2x2(const T* first, T* dx_first, const T* d, int64_t w, int64_t
                   _mm512_maskz_mov_ps(t.only(1), dv), top.lo, top.hi);
       store_pairs(dx_first + w + 2 * j, _mm512_maskz_mov_ps(t.only(2), dv),
                   _mm512_maskz_mov_ps(t.only(3), dv), top.lo, top.hi);
+    }
+    return;
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t j = 0; j < n; j += 8) {
+      const int64_t m = std::min<int64_t>(8, n - j);
+      __m256 best;
+      const Pairs top = load_pairs(first + 2 * j, m);
+      const Taken t = maxima8(top, load_pairs(first + w + 2 * j, m), best);
+      const __m256 dv = _mm256_add_ps(
+          _mm256_setzero_ps(), _mm256_maskload_ps(d + j, _mm256_castps_si256(first_lanes(m))));
+      store_pairs(dx_first + 2 * j, t.only(0, dv), t.only(1, dv), top.lo, top.hi);
+      store_pairs(dx_first + w + 2 * j, t.only(2, dv), t.only(3, dv), top.lo, top.hi);
     }
     return;
   }
