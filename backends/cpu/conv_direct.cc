@@ -15,8 +15,9 @@
 // - filter gradient: OB output channels × JB taps j of one kernel row i; per L output columns
 //   OB loads of dy, JB loads of x (shifted by j), OB·JB FMAs; the lane sums stay in registers
 //   over all rows of all images of a chunk and are added up once per chunk.
-// - AVX-512 only: the output channels as the vector for narrow rows (channel_row_kernel) and for
-//   the filter gradient with more than 8 output channels (channel_filter_kernel).
+// - the output channels as the vector (up to 16: one zmm, two ymm) for narrow rows
+//   (channel_row_kernel) and for the filter gradient with more than 8 output channels
+//   (channel_filter_kernel).
 // The channel counts are split into equal blocks (6 = 6, 16 = 16 for rows; 6 = 3 + 3 for the
 // 5-wide filter blocks) so no lanes of the blocking go to waste.
 #include "backends/cpu/conv_direct.h"
@@ -204,39 +205,49 @@ void row_block(const RowArgs& a, int64_t oh, int64_t row_lo, int64_t row_hi) {
   });
 }
 
-#if defined(__AVX512F__)
 // The output channels as the vector, for 9 to 16 of them on narrow rows (LeNet's conv2: 16
 // channels on rows 10 wide, where rows as vectors leave 6 of 16 lanes idle): acc[r][q] holds the
-// channels of output position (oy + r, x0 + q); per tap one (masked) load of the packed weights
-// and R·P broadcasts of the input. The accumulators go to NCHW through a small tile.
+// channels of output position (oy + r, x0 + q) in kChannelVectors vectors; per tap that many
+// (masked) loads of the packed weights and R·P broadcasts of the input. The accumulators go to
+// NCHW through a small tile.
+constexpr int kChannelVectors = 16 / kLanes;
+
 struct ChannelRowArgs {
   const float* x;  // padded input, channel 0, at (oy, x0)
   const float* w;  // packed weights [cin][kh][kw][cout]
   float* y;        // output at (0, oy, x0)
   int64_t cin, x_plane, wp, kh, kw, cout, y_plane, ow;
-  __mmask16 lanes;  // the cout lanes
+  Mask lanes[kChannelVectors];  // the cout lanes of each vector
   int64_t i0 = 0, i1 = 0;
 };
 
 template <int R, int P>
 void channel_row_kernel(const ChannelRowArgs& a) {
-  __m512 acc[R][P];
+  constexpr int CV = kChannelVectors;
+  Vec acc[R][P][CV];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
-    for (int q = 0; q < P; ++q) acc[r][q] = _mm512_setzero_ps();
+    for (int q = 0; q < P; ++q) {
+#pragma GCC unroll 2
+      for (int c = 0; c < CV; ++c) acc[r][q][c] = simd::zero();
+    }
   }
   for (int64_t ch = 0; ch < a.cin; ++ch) {
     for (int64_t i = a.i0; i < a.i1; ++i) {
       const float* xr = a.x + ch * a.x_plane + i * a.wp;
       const float* wt = a.w + (ch * a.kh + i) * a.kw * a.cout;
       for (int64_t j = 0; j < a.kw; ++j) {
-        const __m512 wv = _mm512_maskz_loadu_ps(a.lanes, wt + j * a.cout);
+        Vec wv[CV];
+#pragma GCC unroll 2
+        for (int c = 0; c < CV; ++c) wv[c] = simd::load(a.lanes[c], wt + j * a.cout + c * kLanes);
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
           for (int q = 0; q < P; ++q) {
-            acc[r][q] = _mm512_fmadd_ps(_mm512_set1_ps(xr[r * a.wp + q + j]), wv, acc[r][q]);
+            const Vec xb = simd::broadcast(xr[r * a.wp + q + j]);
+#pragma GCC unroll 2
+            for (int c = 0; c < CV; ++c) acc[r][q][c] = simd::fmadd(xb, wv[c], acc[r][q][c]);
           }
         }
       }
@@ -246,7 +257,10 @@ void channel_row_kernel(const ChannelRowArgs& a) {
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
-    for (int q = 0; q < P; ++q) _mm512_store_ps(tile[r][q], acc[r][q]);
+    for (int q = 0; q < P; ++q) {
+#pragma GCC unroll 2
+      for (int c = 0; c < CV; ++c) simd::store(tile[r][q] + c * kLanes, acc[r][q][c]);
+    }
   }
   for (int64_t o = 0; o < a.cout; ++o) {
     float* yo = a.y + o * a.y_plane;
@@ -256,9 +270,12 @@ void channel_row_kernel(const ChannelRowArgs& a) {
   }
 }
 
-// Positions per call (a row's segment) and rows per call: up to 24 accumulators.
-constexpr int kMaxChannelPositions = 12;
-constexpr int channel_rows(int p) { return std::clamp(24 / p, 1, 4); }
+// Positions per call (a row's segment: 12 on AVX-512, 6 on AVX2) and rows per call: up to
+// kAccumulators accumulators.
+constexpr int kMaxChannelPositions = std::min(12, kAccumulators / kChannelVectors);
+constexpr int channel_rows(int p) {
+  return std::clamp(kAccumulators / (p * kChannelVectors), 1, 4);
+}
 
 template <int P = 1>
 void run_channel_row(int64_t width, const ChannelRowArgs& a, int64_t oh, int64_t row_lo,
@@ -275,13 +292,20 @@ void run_channel_row(int64_t width, const ChannelRowArgs& a, int64_t oh, int64_t
 // are then shared by more positions): the channel layout only for narrower outputs.
 bool channel_rows_suit(const Valid& v) { return v.cout > 8 && v.cout <= 16 && v.ow < 12; }
 
+// A row in segments of equal width (one on AVX-512, whose rows here are under 12 wide).
 void channel_conv_image(const Valid& v, const float* xp, const float* wt, float* y) {
-  const ChannelRowArgs a{.x = xp, .w = wt, .y = y, .cin = v.cin, .x_plane = v.hp() * v.wp(),
-                         .wp = v.wp(), .kh = v.kh, .kw = v.kw, .cout = v.cout,
-                         .y_plane = v.oh * v.ow, .ow = v.ow, .lanes = simd::first(v.cout)};
-  run_channel_row(v.ow, a, v.oh, v.row_lo, v.row_hi);
+  ChannelRowArgs a{.x = xp, .w = wt, .y = y, .cin = v.cin, .x_plane = v.hp() * v.wp(),
+                   .wp = v.wp(), .kh = v.kh, .kw = v.kw, .cout = v.cout,
+                   .y_plane = v.oh * v.ow, .ow = v.ow};
+  for (int c = 0; c < kChannelVectors; ++c) a.lanes[c] = simd::first(v.cout - c * kLanes);
+  const int64_t width = ceil_div(v.ow, ceil_div(v.ow, kMaxChannelPositions));
+  for (int64_t x0 = 0; x0 < v.ow; x0 += width) {
+    ChannelRowArgs s = a;
+    s.x += x0;
+    s.y += x0;
+    run_channel_row(std::min(width, v.ow - x0), s, v.oh, v.row_lo, v.row_hi);
+  }
 }
-#endif  // __AVX512F__
 
 // 16 (NV = 1) or 12 (NV = 2) output channels per block on AVX-512, 12 or 6 on AVX2.
 constexpr int max_row_block(int nv) { return std::min(16, kAccumulators / nv); }
@@ -295,9 +319,7 @@ void run_row(int64_t ob, const RowArgs& a, int64_t oh, int64_t row_lo, int64_t r
 }
 
 void valid_conv_image(const Valid& v, const float* xp, const float* wt, float* y) {
-#if defined(__AVX512F__)
   if (channel_rows_suit(v)) return channel_conv_image(v, xp, wt, y);
-#endif
   const int64_t wp = v.wp();
   const int64_t x_plane = v.hp() * wp;
   const int64_t y_plane = v.oh * v.ow;
@@ -403,12 +425,11 @@ void filter_unit(const ConvShape& s, const float* dy, const float* xp, int64_t i
   }
 }
 
-#if defined(__AVX512F__)
 // The filter gradient with the output channels as the vector (for more than 8 of them): dy of
-// a chunk is transposed to [image][position][16 channels] once, and for each position one dy
-// vector is multiplied by RB × KW broadcast inputs (kernel rows i0 .. i0 + RB of one input
-// channel), so that every load is either aligned or a 4-byte broadcast and no lane sums are
-// needed; lane o of acc[r][j] is dw[o, ch, i0 + r, j].
+// a chunk is transposed to [image][position][16 channels] once, and for each position the dy
+// vectors (one zmm, two ymm) are multiplied by RB × KW broadcast inputs (kernel rows
+// i0 .. i0 + RB of one input channel), so that every load is either aligned or a 4-byte
+// broadcast and no lane sums are needed; lane o of acc[r][j] is dw[o, ch, i0 + r, j].
 struct ChannelArgs {
   const float* dyt;  // the chunk's transposed dy
   const float* x;    // padded plane of channel ch of the first image, at row i0
@@ -418,23 +439,31 @@ struct ChannelArgs {
 
 template <int RB, int KW>
 void channel_filter_kernel(const ChannelArgs& a) {
-  __m512 acc[RB][KW];
+  constexpr int CV = kChannelVectors;
+  Vec acc[RB][KW][CV];
 #pragma GCC unroll 16
   for (int r = 0; r < RB; ++r) {
 #pragma GCC unroll 16
-    for (int j = 0; j < KW; ++j) acc[r][j] = _mm512_setzero_ps();
+    for (int j = 0; j < KW; ++j) {
+#pragma GCC unroll 2
+      for (int c = 0; c < CV; ++c) acc[r][j][c] = simd::zero();
+    }
   }
   const float* d = a.dyt;
   for (int64_t image = 0; image < a.images; ++image) {
     for (int64_t oy = 0; oy < a.oh; ++oy) {
       const float* xr = a.x + image * a.x_image + oy * a.wp;
       for (int64_t ox = 0; ox < a.ow; ++ox, d += 16) {
-        const __m512 dv = _mm512_loadu_ps(d);
+        Vec dv[CV];
+#pragma GCC unroll 2
+        for (int c = 0; c < CV; ++c) dv[c] = simd::load(d + c * kLanes);
 #pragma GCC unroll 16
         for (int r = 0; r < RB; ++r) {
 #pragma GCC unroll 16
           for (int j = 0; j < KW; ++j) {
-            acc[r][j] = _mm512_fmadd_ps(dv, _mm512_set1_ps(xr[r * a.wp + ox + j]), acc[r][j]);
+            const Vec xb = simd::broadcast(xr[r * a.wp + ox + j]);
+#pragma GCC unroll 2
+            for (int c = 0; c < CV; ++c) acc[r][j][c] = simd::fmadd(dv[c], xb, acc[r][j][c]);
           }
         }
       }
@@ -443,14 +472,18 @@ void channel_filter_kernel(const ChannelArgs& a) {
   alignas(64) float t[16];
   for (int r = 0; r < RB; ++r) {
     for (int j = 0; j < KW; ++j) {
-      _mm512_store_ps(t, acc[r][j]);
+      for (int c = 0; c < CV; ++c) simd::store(t + c * kLanes, acc[r][j][c]);
       for (int64_t o = 0; o < a.o; ++o) a.dw[o * a.dw_o + r * KW + j] = t[o];
     }
   }
 }
 
 constexpr int kMaxChannelTaps = 7;
-constexpr int max_channel_rows(int kw) { return std::min(8, 25 / kw); }
+// Kernel rows per call: RB·KW·CV accumulators within all but 7 registers (25 zmm, 9 ymm), at
+// least 1, at most 8.
+constexpr int max_channel_rows(int kw) {
+  return std::clamp((simd::kRegisters - 7) / (kw * kChannelVectors), 1, 8);
+}
 
 template <int KW, int RB = 1>
 void run_channel_rb(int64_t rb, const ChannelArgs& a) {
@@ -490,8 +523,6 @@ void channel_filter_unit(const ConvShape& s, const float* dyt, const float* xp, 
     }
   }
 }
-
-#endif  // __AVX512F__
 
 #else  // plain loops, same order of work
 
@@ -604,7 +635,7 @@ void conv2d_backprop_filter_direct(const ConvShape& s, const float* dy, const fl
   const int64_t wp = s.ow + s.kw - 1;
   // One partial per chunk; chunk 0's goes straight to dw.
   std::vector<float> partials(static_cast<std::size_t>((chunks - 1) * size));
-#if defined(__AVX512F__)
+#if defined(LOOM_CPU_SIMD)
   if (channel_filter_suits(s)) {
     const int64_t plane = s.oh * s.ow;
     // Units: chunks, each transposing its dy once.
