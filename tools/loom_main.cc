@@ -22,6 +22,7 @@
 
 #include "backends/cpu/conv_dnnl.h"
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/simd.h"
 #include "backends/backend.h"
 #include "backends/gpu/cuda_backend.h"
 #include "core/ir/error.h"
@@ -74,12 +75,21 @@ int info() {
   std::cout << "BLAS kernel: " << openblas_get_corename() << "\n";
   std::cout << "BLAS threads: " << openblas_get_num_threads() << "\n";
   const std::string dnnl = loom::backend::cpu::dnnl_version_string();
+  const std::string winograd = loom::backend::cpu::dnnl_winograd_available()
+                                   ? "Winograd for 3x3 stride 1 (LOOM_WINOGRAD=0 off)"
+                                   : "no Winograd on this processor (oneDNN's needs AVX-512)";
   std::cout << "convolutions: "
             << (dnnl.empty() ? std::string("loom's kernels (built without oneDNN)")
-                             : "oneDNN " + dnnl +
-                                   ", Winograd for 3x3 stride 1 (LOOM_WINOGRAD=0 off); "
-                               "loom's kernels in deterministic mode")
+                             : "oneDNN " + dnnl + ", " + winograd +
+                                   "; loom's kernels in deterministic mode")
             << " (LOOM_CONV=dnnl|loom|im2col)\n";
+  // The vector instructions loom's own kernels were compiled for (-march=native).
+  std::cout << "vector kernels: "
+            << (loom::backend::cpu::simd::kLanes == 16 ? "AVX-512 (16 Float32 lanes)"
+                : loom::backend::cpu::simd::kLanes == 8
+                    ? "AVX2 with FMA (8 Float32 lanes; the implicit GEMMs need AVX-512)"
+                    : "none (plain loops: built without AVX2 or AVX-512)")
+            << "\n";
   // Mixed precision (--amp-level): which low-precision instructions the processor has, and how
   // the CPU backend computes Float16 / BFloat16 ops today.
   std::string flags;

@@ -250,6 +250,26 @@ std::string dnnl_version_string() {
   return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
 }
 
+bool dnnl_winograd_available() {
+  // ResNet-18's layer1 at batch 32 (a shape every Winograd kernel of oneDNN 2.6 takes).
+  const ConvShape s{.n = 32, .c = 64, .h = 32, .w = 32, .o = 64, .oh = 32, .ow = 32, .kh = 3,
+                    .kw = 3, .sh = 1, .sw = 1, .dil_h = 1, .dil_w = 1, .pad_top = 1,
+                    .pad_left = 1};
+  const auto f32 = memory::data_type::f32;
+  try {
+    const dnnl::convolution_forward::primitive_desc pd(
+        dnnl::convolution_forward::desc(
+            dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_winograd,
+            memory::desc({s.n, s.c, s.h, s.w}, f32, Tag::any),
+            memory::desc({s.o, s.c, s.kh, s.kw}, f32, Tag::any),
+            memory::desc({s.n, s.o, s.oh, s.ow}, f32, Tag::any), {1, 1}, {0, 0}, {1, 1}, {1, 1}),
+        state().engine);
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
 bool conv2d_dnnl(const ConvShape& s, const float* x, const float* w, float* y, int threads) {
   return run(s, threads, kForward, {&Conv::src, DNNL_ARG_SRC, x},
              {&Conv::weights, DNNL_ARG_WEIGHTS, w}, {&Conv::dst, DNNL_ARG_DST, y});
@@ -275,6 +295,7 @@ namespace loom::backend::cpu {
 
 bool dnnl_conv_available() { return false; }
 std::string dnnl_version_string() { return ""; }
+bool dnnl_winograd_available() { return false; }
 bool conv2d_dnnl(const ConvShape&, const float*, const float*, float*, int) { return false; }
 bool conv2d_backprop_input_dnnl(const ConvShape&, const float*, const float*, float*, int) {
   return false;

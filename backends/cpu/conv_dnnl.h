@@ -23,6 +23,10 @@ bool dnnl_conv_available();
 // oneDNN's version ("2.6.3"), or "" in a build without it.
 std::string dnnl_version_string();
 
+// Whether oneDNN has Winograd kernels on this processor (oneDNN 2.6's need AVX-512; elsewhere
+// the 3×3 layers run its direct algorithm).
+bool dnnl_winograd_available();
+
 // y (n, o, oh, ow) from x (n, c, h, w) and w (o, c, kh, kw): as conv2d_implicit_gemm.
 bool conv2d_dnnl(const ConvShape& s, const float* x, const float* w, float* y, int threads);
 

@@ -13,7 +13,7 @@
 //   both threads work; where 2x2/2 windows tile the planes' rows exactly (LeNet), output row t
 //   simply reads input rows 2t and 2t + 1 of the whole tensor. Windows wholly inside the image
 //   run branch-free over a row at a time (compare and blend: AVX-512 or AVX2 for the Float32
-//   maxima of 2x2 windows, AVX-512 for 3x3, plain loops otherwise; GCC 12 vectorizes the averages but not the maxima); windows clipped
+//   maxima, plain loops otherwise; GCC 12 vectorizes the averages but not the maxima); windows clipped
 //   by the padding use the reference's per-window code. The running maximum takes a value when
 //   it is greater, or when it is a NaN and the maximum is not: the first maximum in the order
 //   where NaN is above every number, as the reference. Where windows do not overlap (2x2/2),
@@ -244,7 +244,7 @@ inline bool greater(T v, T best) {
   return (v > best) | ((v != v) & (best == best));
 }
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 void window_maxima_3x3(const float* first, int64_t w, int64_t n, float* best, int32_t* tap);
 #endif
 
@@ -252,7 +252,7 @@ void window_maxima_3x3(const float* first, int64_t w, int64_t n, float* best, in
 // best[j] = the maximum, tap[j] = r * K + c of its first position (r, c) in the window.
 template <typename T, int K>
 void window_maxima(const T* first, int64_t w, int64_t n, T* best, int32_t* tap) {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
   if constexpr (std::is_same_v<T, float> && K == 3) return window_maxima_3x3(first, w, n, best, tap);
 #endif
   for (int64_t j = 0; j < n; ++j) {
@@ -366,29 +366,44 @@ inline __m256 first_lanes(int64_t m) {
   return _mm256_castsi256_ps(
       _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
-// The even and odd floats of up to 16; lanes past them read nothing and hold 0.
+// The first min(count, 8) floats at p, 0 in the other lanes; and their store. Masked moves only
+// for fewer than 8: vmaskmovps is far slower than a plain move on some processors (on a Zen 3,
+// the ResNet-50 stem's MaxPool took 22 ms with masked loads throughout, 5 ms without).
+inline __m256 load8(const float* p, int64_t count) {
+  return count >= 8 ? _mm256_loadu_ps(p)
+                    : _mm256_maskload_ps(p, _mm256_castps_si256(first_lanes(count)));
+}
+inline void store8(float* p, __m256 v, int64_t count) {
+  if (count >= 8) {
+    _mm256_storeu_ps(p, v);
+  } else if (count > 0) {
+    _mm256_maskstore_ps(p, _mm256_castps_si256(first_lanes(count)), v);
+  }
+}
+// Splits `count` (<= 16) floats from row into even and odd; lanes past them read nothing and
+// hold 0.
 struct Pairs {
   __m256 even, odd;
-  __m256 lo, hi;  // the masks of the two 8-float halves that were read
+  int64_t count;  // the floats read
 };
-inline Pairs load_pairs(const float* row, int64_t m) {
-  const __m256 lo = first_lanes(2 * m);
-  const __m256 hi = first_lanes(2 * m - 8);
-  const __m256 a = _mm256_maskload_ps(row, _mm256_castps_si256(lo));
-  const __m256 b = _mm256_maskload_ps(row + 8, _mm256_castps_si256(hi));
+inline Pairs load_floats(const float* row, int64_t count) {
+  const __m256 a = load8(row, count);
+  const __m256 b = load8(row + 8, count - 8);
   // [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6], and the odd ones alike.
   const __m256 even = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
   const __m256 odd = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
   return {_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0))),
           _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), _MM_SHUFFLE(3, 1, 2, 0))),
-          lo, hi};
+          count};
 }
+// The first (even) and second (odd) columns of m (<= 8) 2x2/2 windows whose row starts at row.
+inline Pairs load_pairs(const float* row, int64_t m) { return load_floats(row, 2 * m); }
 // Stores the even and odd columns interleaved back (the inverse of load_pairs).
-inline void store_pairs(float* row, __m256 even, __m256 odd, __m256 lo, __m256 hi) {
+inline void store_pairs(float* row, __m256 even, __m256 odd, int64_t count) {
   const __m256 l = _mm256_unpacklo_ps(even, odd);  // e0 o0 e1 o1 | e4 o4 e5 o5
   const __m256 h = _mm256_unpackhi_ps(even, odd);  // e2 o2 e3 o3 | e6 o6 e7 o7
-  _mm256_maskstore_ps(row, _mm256_castps_si256(lo), _mm256_permute2f128_ps(l, h, 0x20));
-  _mm256_maskstore_ps(row + 8, _mm256_castps_si256(hi), _mm256_permute2f128_ps(l, h, 0x31));
+  store8(row, _mm256_permute2f128_ps(l, h, 0x20), count);
+  store8(row + 8, _mm256_permute2f128_ps(l, h, 0x31), count - 8);
 }
 inline __m256 greater8(__m256 v, __m256 best) {
   return _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ),
@@ -419,6 +434,33 @@ inline Taken maxima8(const Pairs& top, const Pairs& bottom, __m256& best) {
   best = _mm256_blendv_ps(best, bottom.odd, t.t3);
   return t;
 }
+// window_maxima for Float32 3x3/2, 8 windows per step, as the AVX-512 version.
+void window_maxima_3x3(const float* first, int64_t w, int64_t n, float* best, int32_t* tap) {
+  for (int64_t j = 0; j < n; j += 8) {
+    const int64_t m = std::min<int64_t>(8, n - j);
+    __m256 b = _mm256_setzero_ps();
+    __m256 t = _mm256_setzero_ps();  // the taps as int32 bits
+    for (int r = 0; r < 3; ++r) {
+      const float* row = first + r * w + 2 * j;
+      const Pairs head = load_pairs(row, m);
+      // The third columns: 2m - 1 floats from row + 2, or 16 where windows follow (the 16th,
+      // which no lane keeps, is then the next block's first column).
+      const __m256 next = load_floats(row + 2, j + 8 < n ? 16 : 2 * m - 1).even;
+      const __m256 columns[3] = {head.even, head.odd, next};
+      for (int c = 0; c < 3; ++c) {
+        if (r == 0 && c == 0) {
+          b = columns[0];
+          continue;
+        }
+        const __m256 take = greater8(columns[c], b);
+        b = _mm256_blendv_ps(b, columns[c], take);
+        t = _mm256_blendv_ps(t, _mm256_castsi256_ps(_mm256_set1_epi32(r * 3 + c)), take);
+      }
+    }
+    store8(best + j, b, m);
+    store8(reinterpret_cast<float*>(tap + j), t, m);  // the int32 bits as they are
+  }
+}
 #endif
 
 // MaxPool, n inside windows of one row: y[j] = the maximum of window j.
@@ -440,7 +482,7 @@ void max_row(const T* first, int64_t w, int64_t n, T* y) {
       const int64_t m = std::min<int64_t>(8, n - j);
       __m256 best;
       maxima8(load_pairs(first + 2 * j, m), load_pairs(first + w + 2 * j, m), best);
-      _mm256_maskstore_ps(y + j, _mm256_castps_si256(first_lanes(m)), best);
+      store8(y + j, best, m);
     }
     return;
   }
@@ -481,7 +523,7 @@ void grad_at_max_row(const T* first, const T* grad_first, int64_t w, int64_t n, 
       __m256 r = _mm256_blendv_ps(top.even, top.odd, t.t1);
       r = _mm256_blendv_ps(r, bottom.even, t.t2);
       r = _mm256_blendv_ps(r, bottom.odd, t.t3);
-      _mm256_maskstore_ps(y + j, _mm256_castps_si256(first_lanes(m)), r);
+      store8(y + j, r, m);
     }
     return;
   }
@@ -524,10 +566,9 @@ void scatter_row_2x2(const T* first, T* dx_first, const T* d, int64_t w, int64_t
       __m256 best;
       const Pairs top = load_pairs(first + 2 * j, m);
       const Taken t = maxima8(top, load_pairs(first + w + 2 * j, m), best);
-      const __m256 dv = _mm256_add_ps(
-          _mm256_setzero_ps(), _mm256_maskload_ps(d + j, _mm256_castps_si256(first_lanes(m))));
-      store_pairs(dx_first + 2 * j, t.only(0, dv), t.only(1, dv), top.lo, top.hi);
-      store_pairs(dx_first + w + 2 * j, t.only(2, dv), t.only(3, dv), top.lo, top.hi);
+      const __m256 dv = _mm256_add_ps(_mm256_setzero_ps(), load8(d + j, m));
+      store_pairs(dx_first + 2 * j, t.only(0, dv), t.only(1, dv), top.count);
+      store_pairs(dx_first + w + 2 * j, t.only(2, dv), t.only(3, dv), top.count);
     }
     return;
   }
