@@ -136,7 +136,7 @@ void row_kernel(const RowArgs& a) {
 #pragma GCC unroll 16
           for (int v = 0; v < NV; ++v) {
             const float* src = xr + r * a.wp + j + kLanes * v;
-            xv[r][v] = v + 1 < NV ? simd::load(src) : simd::load(a.tail, src);
+            xv[r][v] = v + 1 < NV ? simd::load(src) : simd::load_partial(a.tail, src);
           }
         }
 #pragma GCC unroll 16
@@ -240,7 +240,9 @@ void channel_row_kernel(const ChannelRowArgs& a) {
       for (int64_t j = 0; j < a.kw; ++j) {
         Vec wv[CV];
 #pragma GCC unroll 2
-        for (int c = 0; c < CV; ++c) wv[c] = simd::load(a.lanes[c], wt + j * a.cout + c * kLanes);
+        for (int c = 0; c < CV; ++c) {
+          wv[c] = simd::load_partial(a.lanes[c], wt + j * a.cout + c * kLanes);
+        }
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
@@ -365,18 +367,21 @@ void filter_kernel(const FilterArgs& a) {
     for (int64_t oy = 0; oy < a.oh; ++oy) {
       const float* drow = d + oy * a.ow;
       const float* xrow = xi + oy * a.wp;
-      for (int64_t x0 = 0; x0 < a.ow; x0 += kLanes) {
-        const Mask m = x0 + kLanes <= a.ow ? simd::all() : tail;
+      const auto step = [&](int64_t x0, auto load) {
         Vec dv[OB];
         #pragma GCC unroll 16
-        for (int b = 0; b < OB; ++b) dv[b] = simd::load(m, drow + b * a.plane + x0);
+        for (int b = 0; b < OB; ++b) dv[b] = load(drow + b * a.plane + x0);
         #pragma GCC unroll 16
         for (int t = 0; t < JB; ++t) {
-          const Vec xv = simd::load(m, xrow + x0 + t);
+          const Vec xv = load(xrow + x0 + t);
           #pragma GCC unroll 16
           for (int b = 0; b < OB; ++b) acc[b][t] = simd::fmadd(dv[b], xv, acc[b][t]);
         }
-      }
+      };
+      int64_t x0 = 0;
+      for (; x0 + kLanes <= a.ow; x0 += kLanes) step(x0, [](const float* p) { return simd::load(p); });
+      // The last, partial vector: zeros past the row (the lane sums add every lane).
+      if (x0 < a.ow) step(x0, [&](const float* p) { return simd::load(tail, p); });
     }
   }
   #pragma GCC unroll 16
@@ -566,6 +571,10 @@ void filter_unit(const ConvShape& s, const float* dy, const float* xp, int64_t i
 
 #endif
 
+// Floats the padded inputs and packed weights keep readable past their end: a partial vector of
+// load_partial may read up to 16 floats from their last element.
+constexpr int64_t kSlack = 16;
+
 // Runs a valid convolution over every image of `in` (n images of cin planes of h × w), each
 // padded by (top, left) into a scratch buffer first.
 void conv_images(const ConvShape& s, Valid v, const float* in, int64_t h, int64_t w,
@@ -576,7 +585,8 @@ void conv_images(const ConvShape& s, Valid v, const float* in, int64_t h, int64_
   const int64_t out_image = v.cout * v.oh * v.ow;
   pool.parallel_for(s.n, images_per_chunk(s, kTaskFlops), [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> xp;
-    xp.resize(static_cast<std::size_t>(v.cin * v.hp() * v.wp()));
+    // kSlack floats past the planes: the kernels' partial vectors may read there (load_partial).
+    xp.resize(static_cast<std::size_t>(v.cin * v.hp() * v.wp() + kSlack));
     for (int64_t image = begin; image < end; ++image) {
       pad_planes(in + image * in_image, v.cin, h, w, top, left, v.hp(), v.wp(), xp.data());
       valid_conv_image(v, xp.data(), wt, out + image * out_image);
@@ -597,7 +607,7 @@ void conv2d_direct(const ConvShape& s, const float* x, const float* w, float* y,
                    ThreadPool& pool) {
   const Valid v{.cin = s.c, .cout = s.o, .oh = s.oh, .ow = s.ow, .kh = s.kh, .kw = s.kw};
   const int64_t taps = s.kh * s.kw;
-  std::vector<float> wt(static_cast<std::size_t>(s.o * s.c * taps));
+  std::vector<float> wt(static_cast<std::size_t>(s.o * s.c * taps + kSlack));
   for (int64_t o = 0; o < s.o; ++o) {
     for (int64_t k = 0; k < s.c * taps; ++k) wt[k * s.o + o] = w[o * s.c * taps + k];
   }
@@ -610,7 +620,7 @@ void conv2d_backprop_input_direct(const ConvShape& s, const float* dy, const flo
   // as [o][i][j][c].
   const Valid v{.cin = s.o, .cout = s.c, .oh = s.h, .ow = s.w, .kh = s.kh, .kw = s.kw};
   const int64_t taps = s.kh * s.kw;
-  std::vector<float> wt(static_cast<std::size_t>(s.o * s.c * taps));
+  std::vector<float> wt(static_cast<std::size_t>(s.o * s.c * taps + kSlack));
   for (int64_t o = 0; o < s.o; ++o) {
     for (int64_t c = 0; c < s.c; ++c) {
       for (int64_t t = 0; t < taps; ++t) {

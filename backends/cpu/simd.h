@@ -5,6 +5,9 @@
 // - AVX2 with FMA: 8 lanes, 16 registers, masks are __m256i (a lane is on when all its bits are
 //   set); masked loads read nothing past the mask and give 0 there, masked stores write nothing
 //   there, as AVX-512's.
+// load_partial(m, p) gives the lanes of m from p and anything in the others: the caller keeps
+// kLanes floats readable from p and never uses those lanes (a masked load on AVX-512, a plain
+// one on AVX2, where masked loads are slow).
 // kSimd is false on other processors; the kernels then keep their plain loops.
 #pragma once
 
@@ -31,6 +34,7 @@ inline Vec zero() { return _mm512_setzero_ps(); }
 inline Vec broadcast(float x) { return _mm512_set1_ps(x); }
 inline Vec load(const float* p) { return _mm512_loadu_ps(p); }
 inline Vec load(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+inline Vec load_partial(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
 inline void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
 inline void store(Mask m, float* p, Vec v) { _mm512_mask_storeu_ps(p, m, v); }
 inline Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
@@ -52,6 +56,8 @@ inline Vec zero() { return _mm256_setzero_ps(); }
 inline Vec broadcast(float x) { return _mm256_set1_ps(x); }
 inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
 inline Vec load(Mask m, const float* p) { return _mm256_maskload_ps(p, m); }
+// A plain load: vmaskmovps costs several times a plain load on some processors (Zen 3).
+inline Vec load_partial(Mask, const float* p) { return _mm256_loadu_ps(p); }
 inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
 inline void store(Mask m, float* p, Vec v) { _mm256_maskstore_ps(p, m, v); }
 inline Vec fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
