@@ -194,6 +194,14 @@ void micro_kernel(const float* a, const float* b, int64_t nv, float* acc_t, int6
 
 }  // namespace
 
+bool implicit_filter_available() {
+#if defined(__AVX512F__)
+  return true;
+#else
+  return false;
+#endif
+}
+
 bool conv2d_filter_implicit_fits(const ConvShape& s) {
   const Source src = padded_source(s);
   const int64_t limit = std::numeric_limits<std::int32_t>::max();

@@ -10,8 +10,9 @@
 //   k block, o × kKC, stays in L2 across the chunk's panels), accumulating into y directly
 //   where a panel lies inside one image (its rows are then runs of y), else into the chunk's
 //   result tile (o × kNR per panel), copied to y at the end.
-// - The micro-kernel keeps an 8 × 32 block of results in 16 zmm registers: per k, two vector
-//   loads of the panel and eight broadcasts of W.
+// - The micro-kernel keeps a kMR × kNR block of results in registers (simd.h's vector): on
+//   AVX-512 8 × 32 in 16 zmm, per k two vector loads of the panel and eight broadcasts of W; on
+//   AVX2 4 × 24 in 12 ymm, three loads and four broadcasts.
 // Each result is a dot product over k in ascending order, whatever the chunking or threads.
 #include "backends/cpu/conv_implicit_gemm.h"
 
@@ -20,9 +21,7 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "backends/cpu/simd.h"
 
 namespace loom::backend::cpu {
 
@@ -30,8 +29,10 @@ namespace {
 
 using std::int64_t;
 
-constexpr int64_t kMR = 8;            // output channels per micro-tile
-constexpr int64_t kNR = 32;           // output positions per micro-tile (two zmm)
+// Output channels and vectors of output positions per micro-tile.
+constexpr int64_t kMR = simd::kLanes == 16 ? 8 : 4;
+constexpr int64_t kNV = simd::kLanes == 16 ? 2 : 3;
+constexpr int64_t kNR = kNV * simd::kLanes;  // output positions per micro-tile (32 or 24)
 constexpr int64_t kKC = 256;          // k per block
 constexpr int64_t kChunkPanels = 8;   // panels per pool task
 
@@ -124,29 +125,43 @@ void pack_panel(const ConvShape& s, const float* x, const std::vector<Segment>& 
 // c[r·ldc + q] (kMR × kNR) (+)= Σ_t a[t][r] · b[t][q].
 void micro_kernel(const float* a, const float* b, float* c, int64_t ldc, int64_t kc,
                   bool accumulate) {
-#if defined(__AVX512F__)
-  __m512 acc[kMR][2];
+#if defined(LOOM_CPU_SIMD)
+  using simd::kLanes;
+  using simd::Vec;
+  Vec acc[kMR][kNV];
   if (accumulate) {
-    for (int r = 0; r < kMR; ++r) {
-      acc[r][0] = _mm512_loadu_ps(c + r * ldc);
-      acc[r][1] = _mm512_loadu_ps(c + r * ldc + 16);
-    }
-  } else {
-    for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-  }
-  for (int64_t t = 0; t < kc; ++t) {
-    const __m512 b0 = _mm512_loadu_ps(b + t * kNR);
-    const __m512 b1 = _mm512_loadu_ps(b + t * kNR + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < kMR; ++r) {
-      const __m512 av = _mm512_set1_ps(a[t * kMR + r]);
-      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) acc[r][v] = simd::load(c + r * ldc + v * kLanes);
+    }
+  } else {
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r) {
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) acc[r][v] = simd::zero();
     }
   }
+  for (int64_t t = 0; t < kc; ++t) {
+    Vec bv[kNV];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) {
+      bv[v] = simd::load(b + t * kNR + v * kLanes);
+      // On AVX2, one load per vector: GCC would fold the load into each of the kMR FMAs, and
+      // 16 loads per k is more than Zen 3's load ports give alongside 12 FMAs.
+      if constexpr (kLanes == 8) asm("" : "+x"(bv[v]));
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r) {
+      const Vec av = simd::broadcast(a[t * kMR + r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) acc[r][v] = simd::fmadd(av, bv[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 8
   for (int r = 0; r < kMR; ++r) {
-    _mm512_storeu_ps(c + r * ldc, acc[r][0]);
-    _mm512_storeu_ps(c + r * ldc + 16, acc[r][1]);
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) simd::store(c + r * ldc + v * kLanes, acc[r][v]);
   }
 #else
   (void)a, (void)b, (void)c, (void)ldc, (void)kc, (void)accumulate;
@@ -155,13 +170,7 @@ void micro_kernel(const float* a, const float* b, float* c, int64_t ldc, int64_t
 
 }  // namespace
 
-bool implicit_gemm_available() {
-#if defined(__AVX512F__)
-  return true;
-#else
-  return false;
-#endif
-}
+bool implicit_gemm_available() { return simd::kSimd; }
 
 void conv2d_implicit_gemm(const ConvShape& s, const float* x, const float* w, float* y,
                           ThreadPool& pool) {
