@@ -87,7 +87,7 @@ int info() {
   std::cout << "vector kernels: "
             << (loom::backend::cpu::simd::kLanes == 16 ? "AVX-512 (16 Float32 lanes)"
                 : loom::backend::cpu::simd::kLanes == 8
-                    ? "AVX2 with FMA (8 Float32 lanes; the implicit GEMMs need AVX-512)"
+                    ? "AVX2 with FMA (8 Float32 lanes)"
                     : "none (plain loops: built without AVX2 or AVX-512)")
             << "\n";
   // Mixed precision (--amp-level): which low-precision instructions the processor has, and how

@@ -2,19 +2,20 @@
 //
 // dw[o, k] = Σ_p dy[o, p] · col[k, p] over the positions p = (image, oy, ox) of the whole batch
 // and k = (c, i, j). Here the reduction runs over positions, which are contiguous in NCHW, so
-// the micro-kernel vectorizes along them: it keeps 8 rows of dy × 3 rows of col as 24 zmm
-// accumulators of 16 lane sums, and per 16 positions does 11 vector loads and 24 FMAs (no
+// the micro-kernel vectorizes along them (simd.h's vector, L lanes: 16 on AVX-512, 8 on AVX2):
+// it keeps kRowsO rows of dy × 3 rows of col as accumulators of L lane sums (8 × 3 in 24 zmm;
+// 4 × 3 in 12 ymm), and per L positions does kRowsO + 3 vector loads and 3·kRowsO FMAs (no
 // transposes while packing). The lane sums are folded into the result at the end of each block
-// of kBlockPositions positions.
-// - Positions come in vectors of 16; for each vector, where its 16 positions read x (at tap
+// of 512 positions.
+// - Positions come in vectors of L; for each vector, where its L positions read x (at tap
 //   c = i = j = 0, in a zero-padded copy of x when the convolution pads) and dy is computed once
 //   per call: contiguous (one load), every other element (two loads and a permute: stride 2) or
 //   anything else (a gather). A tap (c, i, j) only adds a constant offset.
 // - A pool task owns a range of k (and, when k is short, of o): for each position block it
-//   packs its col rows and the dy rows as [tile][vector][row][16] and runs the micro-kernel
+//   packs its col rows and the dy rows as [tile][vector][row][L] and runs the micro-kernel
 //   over every (o tile, k tile) pair; its results live in a k-major buffer until the end.
 // Sum order: dw[o, k] = ((b_0 + b_1) + b_2) + … over the position blocks in order, each b a
-// fixed tree over the 16 lanes of the lane sums of its block. It depends on the shapes only, so
+// fixed tree over the L lanes of the lane sums of its block. It depends on the shapes only, so
 // results are bitwise the same for any LOOM_NUM_THREADS and any split of the output.
 #include <algorithm>
 #include <cstdint>
@@ -28,8 +29,8 @@
 // GCC 12 flags the self-initialized _mm512_undefined_ps inside the unpack and shuffle
 // intrinsics as uninitialized (a false positive of the header).
 #pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
 #endif
+#include "backends/cpu/simd.h"
 
 namespace loom::backend::cpu {
 
@@ -39,10 +40,10 @@ using std::int64_t;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-constexpr int64_t kLanes = 16;
-constexpr int64_t kRowsO = 8;               // dy rows per micro-tile
-constexpr int64_t kRowsK = 3;               // col rows per micro-tile
-constexpr int64_t kBlockVectors = 32;       // position vectors per block (sets the sum order)
+constexpr int64_t kLanes = simd::kLanes;
+constexpr int64_t kRowsO = kLanes == 16 ? 8 : 4;  // dy rows per micro-tile
+constexpr int64_t kRowsK = 3;                     // col rows per micro-tile
+constexpr int64_t kBlockVectors = 512 / kLanes;   // position vectors per block (sets the sum order)
 constexpr int64_t kChunkK = 288;            // col rows per task, at most (a multiple of kRowsK)
 
 // x as the filter gradient reads it: x itself, or a copy padded so that every tap lands inside.
@@ -61,7 +62,7 @@ Source padded_source(const ConvShape& s) {
 
 enum class Access : std::uint8_t { kContiguous, kStride2, kGather };
 
-// Where the 16 positions of each vector read a source: lane q reads base[index[v·16 + q]]
+// Where the L positions of each vector read a source: lane q reads base[index[v·L + q]]
 // (positions past the end are masked off).
 struct Positions {
   std::vector<std::int32_t> index;
@@ -90,8 +91,11 @@ Positions position_vectors(int64_t count, const Offset& offset) {
   return pv;
 }
 
-#if defined(__AVX512F__)
+#if defined(LOOM_CPU_SIMD)
 
+using simd::Vec;
+
+#if defined(__AVX512F__)
 // The 16 values of vector v of `src` (positions past the end read as 0).
 inline __m512 load_positions(const Positions& pv, const float* src, int64_t v) {
   const std::int32_t* idx = pv.index.data() + v * kLanes;
@@ -115,9 +119,39 @@ inline __m512 load_positions(const Positions& pv, const float* src, int64_t v) {
     }
   }
 }
+#else
+// The 8 values of vector v of `src` (positions past the end read as 0).
+inline __m256 load_positions(const Positions& pv, const float* src, int64_t v) {
+  const std::int32_t* idx = pv.index.data() + v * kLanes;
+  switch (pv.access[v]) {
+    case Access::kContiguous:
+      return _mm256_loadu_ps(src + idx[0]);
+    case Access::kStride2: {
+      // Elements 0, 2, ..., 14: 0-7 from lo, 7-14 from hi (which stops at idx + 14).
+      const __m256 lo = _mm256_loadu_ps(src + idx[0]);
+      const __m256 hi = _mm256_loadu_ps(src + idx[0] + 7);
+      // [0 2 8 10 | 4 6 12 14], then the 64-bit pairs in order.
+      const __m256 mixed = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 2, 0));
+      return _mm256_castpd_ps(
+          _mm256_permute4x64_pd(_mm256_castps_pd(mixed), _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+    case Access::kGather:
+    default: {
+      const int64_t left = pv.count - v * kLanes;
+      const __m256i lanes = _mm256_cmpgt_epi32(
+          _mm256_set1_epi32(static_cast<int>(std::min<int64_t>(left, kLanes))),
+          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      return _mm256_mask_i32gather_ps(
+          _mm256_setzero_ps(), src,
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx)), _mm256_castsi256_ps(lanes),
+          4);
+    }
+  }
+}
+#endif
 
 // Rows [0, rows) of a source (row r at src + offset(r); rows ≥ valid are zero) over vectors
-// [v0, v0 + nv), into dst as [tile][vector][row in tile][16] with `tile_rows` rows per tile.
+// [v0, v0 + nv), into dst as [tile][vector][row in tile][L] with `tile_rows` rows per tile.
 template <typename RowOffset>
 void pack_rows(const Positions& pv, const float* src, int64_t rows, int64_t valid,
                const RowOffset& offset, int64_t tile_rows, int64_t v0, int64_t nv, float* dst,
@@ -125,12 +159,12 @@ void pack_rows(const Positions& pv, const float* src, int64_t rows, int64_t vali
   for (int64_t r = 0; r < rows; ++r) {
     float* d = dst + ((r / tile_rows) * nv * tile_rows + r % tile_rows) * kLanes;
     if (r >= valid) {
-      for (int64_t v = 0; v < nv; ++v) _mm512_storeu_ps(d + v * tile_rows * kLanes, _mm512_setzero_ps());
+      for (int64_t v = 0; v < nv; ++v) simd::store(d + v * tile_rows * kLanes, simd::zero());
       continue;
     }
     const float* base = src + offset(r);
     for (int64_t v = 0; v < nv; ++v) {
-      _mm512_storeu_ps(d + v * tile_rows * kLanes, load_positions(pv, base, v0 + v));
+      simd::store(d + v * tile_rows * kLanes, load_positions(pv, base, v0 + v));
     }
     if (prefetch_next) {
       // The next block's reads of this row, towards L2 while this block computes.
@@ -144,6 +178,7 @@ void pack_rows(const Positions& pv, const float* src, int64_t rows, int64_t vali
   }
 }
 
+#if defined(__AVX512F__)
 // The 8 sums of a[0..7], each over its 16 lanes in a fixed tree.
 inline __m256 sum_lanes8(const __m512* a) {
   __m512 s[4];
@@ -163,44 +198,52 @@ inline __m256 sum_lanes8(const __m512* a) {
   const __m512 t = _mm512_add_ps(u, _mm512_shuffle_f32x4(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
   return _mm512_castps512_ps256(_mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(0, 0, 2, 0)));
 }
+// t[r] += the sum of acc[r]'s lanes, r < 8.
+inline void add_lane_sums(float* t, const __m512* acc) {
+  _mm256_storeu_ps(t, _mm256_add_ps(_mm256_loadu_ps(t), sum_lanes8(acc)));
+}
+#else
+// t[r] += the sum of acc[r]'s 8 lanes, r < 4, each in a fixed tree.
+inline void add_lane_sums(float* t, const __m256* acc) {
+  const __m256 s01 = _mm256_hadd_ps(acc[0], acc[1]);  // a0 01 23, a1 01 23 | a0 45 67, a1 45 67
+  const __m256 s23 = _mm256_hadd_ps(acc[2], acc[3]);
+  const __m256 u = _mm256_hadd_ps(s01, s23);  // a0..a3 over lanes 0-3 | over lanes 4-7
+  const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+  _mm_storeu_ps(t, _mm_add_ps(_mm_loadu_ps(t), sums));
+}
+#endif
 
-// acc_t[j·ldt + r] += Σ over nv vectors of a[r] · b[j] (r < 8 dy rows, j < 3 col rows).
+// acc_t[j·ldt + r] += Σ over nv vectors of a[r] · b[j] (r < kRowsO dy rows, j < 3 col rows).
 void micro_kernel(const float* a, const float* b, int64_t nv, float* acc_t, int64_t ldt) {
-  __m512 acc[kRowsK][kRowsO];
+  Vec acc[kRowsK][kRowsO];
   for (int j = 0; j < kRowsK; ++j)
-    for (int r = 0; r < kRowsO; ++r) acc[j][r] = _mm512_setzero_ps();
+    for (int r = 0; r < kRowsO; ++r) acc[j][r] = simd::zero();
   for (int64_t v = 0; v < nv; ++v) {
-    const __m512 b0 = _mm512_loadu_ps(b);
-    const __m512 b1 = _mm512_loadu_ps(b + 16);
-    const __m512 b2 = _mm512_loadu_ps(b + 32);
+    Vec b0 = simd::load(b);
+    Vec b1 = simd::load(b + kLanes);
+    Vec b2 = simd::load(b + 2 * kLanes);
+    // On AVX2, the col vectors in registers too: folded into each FMA they made 16 loads per 12
+    // FMAs, more than Zen 3's load ports give.
+    if constexpr (kLanes == 8) asm("" : "+x"(b0), "+x"(b1), "+x"(b2));
 #pragma GCC unroll 8
     for (int r = 0; r < kRowsO; ++r) {
-      __m512 av = _mm512_loadu_ps(a + r * kLanes);
+      Vec av = simd::load(a + r * kLanes);
       asm("" : "+v"(av));  // one load, three FMAs (GCC would fold the load into each FMA)
-      acc[0][r] = _mm512_fmadd_ps(av, b0, acc[0][r]);
-      acc[1][r] = _mm512_fmadd_ps(av, b1, acc[1][r]);
-      acc[2][r] = _mm512_fmadd_ps(av, b2, acc[2][r]);
+      acc[0][r] = simd::fmadd(av, b0, acc[0][r]);
+      acc[1][r] = simd::fmadd(av, b1, acc[1][r]);
+      acc[2][r] = simd::fmadd(av, b2, acc[2][r]);
     }
     a += kRowsO * kLanes;
     b += kRowsK * kLanes;
   }
-  for (int j = 0; j < kRowsK; ++j) {
-    float* t = acc_t + j * ldt;
-    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_loadu_ps(t), sum_lanes8(acc[j])));
-  }
+  for (int j = 0; j < kRowsK; ++j) add_lane_sums(acc_t + j * ldt, acc[j]);
 }
 
-#endif  // __AVX512F__
+#endif  // LOOM_CPU_SIMD
 
 }  // namespace
 
-bool implicit_filter_available() {
-#if defined(__AVX512F__)
-  return true;
-#else
-  return false;
-#endif
-}
+bool implicit_filter_available() { return simd::kSimd; }
 
 bool conv2d_filter_implicit_fits(const ConvShape& s) {
   const Source src = padded_source(s);
@@ -210,7 +253,7 @@ bool conv2d_filter_implicit_fits(const ConvShape& s) {
 
 void conv2d_backprop_filter_implicit_gemm(const ConvShape& s, const float* dy, const float* x,
                                           float* dw, ThreadPool& pool) {
-#if defined(__AVX512F__)
+#if defined(LOOM_CPU_SIMD)
   const int64_t taps = s.kh * s.kw;
   const int64_t k_total = s.c * taps;
   const int64_t plane = s.oh * s.ow;
@@ -257,7 +300,7 @@ void conv2d_backprop_filter_implicit_gemm(const ConvShape& s, const float* dy, c
     return c * src_plane + i * s.dil_h * src.wp + j * s.dil_w;
   };
 
-  // dy packed once, block after block, each as [o tile][vector][row][16] (read in sequence by
+  // dy packed once, block after block, each as [o tile][vector][row][L] (read in sequence by
   // every task).
   const int64_t o_tiles = ceil_div(s.o, kRowsO);
   const int64_t o_pad = o_tiles * kRowsO;
