@@ -34,9 +34,7 @@
 #include "backends/thread_pool.h"
 #include "ops/conv_geometry.h"
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
+#include "backends/cpu/simd.h"
 
 namespace loom::backend {
 
@@ -244,7 +242,7 @@ inline bool greater(T v, T best) {
   return (v > best) | ((v != v) & (best == best));
 }
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#if defined(LOOM_CPU_SIMD)
 void window_maxima_3x3(const float* first, int64_t w, int64_t n, float* best, int32_t* tap);
 #endif
 
@@ -252,7 +250,7 @@ void window_maxima_3x3(const float* first, int64_t w, int64_t n, float* best, in
 // best[j] = the maximum, tap[j] = r * K + c of its first position (r, c) in the window.
 template <typename T, int K>
 void window_maxima(const T* first, int64_t w, int64_t n, T* best, int32_t* tap) {
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#if defined(LOOM_CPU_SIMD)
   if constexpr (std::is_same_v<T, float> && K == 3) return window_maxima_3x3(first, w, n, best, tap);
 #endif
   for (int64_t j = 0; j < n; ++j) {
@@ -319,7 +317,7 @@ struct Taken {
     }
   }
 };
-inline Taken maxima16(const Pairs& top, const Pairs& bottom, __m512& best) {
+inline Taken maxima(const Pairs& top, const Pairs& bottom, __m512& best) {
   Taken t;
   best = top.even;
   t.t1 = greater16(top.odd, best);
@@ -332,6 +330,29 @@ inline Taken maxima16(const Pairs& top, const Pairs& bottom, __m512& best) {
 }
 inline __mmask16 first_lanes(int64_t m) {
   return m >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << m) - 1);
+}
+// What the row loops below share with the AVX2 version: windows per step, their vector, the
+// loads and stores of m (<= kWindows) of them, and the winners of 2x2 windows.
+constexpr int64_t kWindows = 16;
+using WindowVec = __m512;
+inline __m512 load_windows(const float* p, int64_t m) {
+  return _mm512_maskz_loadu_ps(first_lanes(m), p);
+}
+inline void store_windows(float* p, __m512 v, int64_t m) {
+  _mm512_mask_storeu_ps(p, first_lanes(m), v);
+}
+inline __m512 plus_zero(__m512 v) { return _mm512_add_ps(_mm512_setzero_ps(), v); }
+// v where the window's winner is `tap`, 0 elsewhere.
+inline __m512 only(const Taken& t, int tap, __m512 v) { return _mm512_maskz_mov_ps(t.only(tap), v); }
+// The value at each window's winner among top's and bottom's columns.
+inline __m512 at_winner(const Taken& t, const Pairs& top, const Pairs& bottom) {
+  __m512 r = _mm512_mask_blend_ps(t.t1, top.even, top.odd);
+  r = _mm512_mask_blend_ps(t.t2, r, bottom.even);
+  return _mm512_mask_blend_ps(t.t3, r, bottom.odd);
+}
+// store_pairs with the masks `like` was read with.
+inline void store_pairs(float* row, __m512 even, __m512 odd, const Pairs& like) {
+  store_pairs(row, even, odd, like.lo, like.hi);
 }
 // window_maxima for Float32 3x3/2, 16 windows per step: the columns of window j are the even,
 // odd and next even floats of each of its rows.
@@ -359,7 +380,7 @@ void window_maxima_3x3(const float* first, int64_t w, int64_t n, float* best, in
     _mm512_mask_storeu_epi32(tap + j, first_lanes(m), t);
   }
 }
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(LOOM_CPU_SIMD)
 // AVX2, Float32, 8 windows of 2x2/2 per step; masks are __m256 whose lanes are all ones or zeros.
 inline __m256 first_lanes(int64_t m) {
   const auto n = static_cast<int>(std::clamp<int64_t>(m, 0, 8));
@@ -413,17 +434,30 @@ inline __m256 greater8(__m256 v, __m256 best) {
 // The taps taken over the window order (0, 0), (0, 1), (1, 0), (1, 1), as the AVX-512 version.
 struct Taken {
   __m256 t1, t2, t3;
-  // v where the winner is `tap`, 0 elsewhere.
-  __m256 only(int tap, __m256 v) const {
-    switch (tap) {
-      case 0: return _mm256_andnot_ps(_mm256_or_ps(t1, _mm256_or_ps(t2, t3)), v);
-      case 1: return _mm256_andnot_ps(_mm256_or_ps(t2, t3), _mm256_and_ps(t1, v));
-      case 2: return _mm256_andnot_ps(t3, _mm256_and_ps(t2, v));
-      default: return _mm256_and_ps(t3, v);
-    }
-  }
 };
-inline Taken maxima8(const Pairs& top, const Pairs& bottom, __m256& best) {
+// The AVX-512 version's names for the row loops below.
+constexpr int64_t kWindows = 8;
+using WindowVec = __m256;
+inline __m256 load_windows(const float* p, int64_t m) { return load8(p, m); }
+inline void store_windows(float* p, __m256 v, int64_t m) { store8(p, v, m); }
+inline __m256 plus_zero(__m256 v) { return _mm256_add_ps(_mm256_setzero_ps(), v); }
+inline __m256 only(const Taken& t, int tap, __m256 v) {
+  switch (tap) {
+    case 0: return _mm256_andnot_ps(_mm256_or_ps(t.t1, _mm256_or_ps(t.t2, t.t3)), v);
+    case 1: return _mm256_andnot_ps(_mm256_or_ps(t.t2, t.t3), _mm256_and_ps(t.t1, v));
+    case 2: return _mm256_andnot_ps(t.t3, _mm256_and_ps(t.t2, v));
+    default: return _mm256_and_ps(t.t3, v);
+  }
+}
+inline __m256 at_winner(const Taken& t, const Pairs& top, const Pairs& bottom) {
+  __m256 r = _mm256_blendv_ps(top.even, top.odd, t.t1);
+  r = _mm256_blendv_ps(r, bottom.even, t.t2);
+  return _mm256_blendv_ps(r, bottom.odd, t.t3);
+}
+inline void store_pairs(float* row, __m256 even, __m256 odd, const Pairs& like) {
+  store_pairs(row, even, odd, like.count);
+}
+inline Taken maxima(const Pairs& top, const Pairs& bottom, __m256& best) {
   Taken t;
   best = top.even;
   t.t1 = greater8(top.odd, best);
@@ -466,23 +500,13 @@ void window_maxima_3x3(const float* first, int64_t w, int64_t n, float* best, in
 // MaxPool, n inside windows of one row: y[j] = the maximum of window j.
 template <typename T, int K>
 void max_row(const T* first, int64_t w, int64_t n, T* y) {
-#if defined(__AVX512F__)
+#if defined(LOOM_CPU_SIMD)
   if constexpr (std::is_same_v<T, float> && K == 2) {
-    for (int64_t j = 0; j < n; j += 16) {
-      const int64_t m = std::min<int64_t>(16, n - j);
-      __m512 best;
-      maxima16(load_pairs(first + 2 * j, m), load_pairs(first + w + 2 * j, m), best);
-      _mm512_mask_storeu_ps(y + j, first_lanes(m), best);
-    }
-    return;
-  }
-#elif defined(__AVX2__) && defined(__FMA__)
-  if constexpr (std::is_same_v<T, float> && K == 2) {
-    for (int64_t j = 0; j < n; j += 8) {
-      const int64_t m = std::min<int64_t>(8, n - j);
-      __m256 best;
-      maxima8(load_pairs(first + 2 * j, m), load_pairs(first + w + 2 * j, m), best);
-      store8(y + j, best, m);
+    for (int64_t j = 0; j < n; j += kWindows) {
+      const int64_t m = std::min<int64_t>(kWindows, n - j);
+      WindowVec best;
+      maxima(load_pairs(first + 2 * j, m), load_pairs(first + w + 2 * j, m), best);
+      store_windows(y + j, best, m);
     }
     return;
   }
@@ -497,33 +521,16 @@ void max_row(const T* first, int64_t w, int64_t n, T* y) {
 // (grad_first: grad's element at first's position).
 template <typename T, int K>
 void grad_at_max_row(const T* first, const T* grad_first, int64_t w, int64_t n, T* y) {
-#if defined(__AVX512F__)
+#if defined(LOOM_CPU_SIMD)
   if constexpr (std::is_same_v<T, float> && K == 2) {
-    for (int64_t j = 0; j < n; j += 16) {
-      const int64_t m = std::min<int64_t>(16, n - j);
-      __m512 best;
-      const Taken t = maxima16(load_pairs(first + 2 * j, m), load_pairs(first + w + 2 * j, m), best);
-      const Pairs top = load_pairs(grad_first + 2 * j, m);
-      const Pairs bottom = load_pairs(grad_first + w + 2 * j, m);
-      __m512 r = _mm512_mask_blend_ps(t.t1, top.even, top.odd);
-      r = _mm512_mask_blend_ps(t.t2, r, bottom.even);
-      r = _mm512_mask_blend_ps(t.t3, r, bottom.odd);
-      _mm512_mask_storeu_ps(y + j, first_lanes(m), r);
-    }
-    return;
-  }
-#elif defined(__AVX2__) && defined(__FMA__)
-  if constexpr (std::is_same_v<T, float> && K == 2) {
-    for (int64_t j = 0; j < n; j += 8) {
-      const int64_t m = std::min<int64_t>(8, n - j);
-      __m256 best;
-      const Taken t = maxima8(load_pairs(first + 2 * j, m), load_pairs(first + w + 2 * j, m), best);
-      const Pairs top = load_pairs(grad_first + 2 * j, m);
-      const Pairs bottom = load_pairs(grad_first + w + 2 * j, m);
-      __m256 r = _mm256_blendv_ps(top.even, top.odd, t.t1);
-      r = _mm256_blendv_ps(r, bottom.even, t.t2);
-      r = _mm256_blendv_ps(r, bottom.odd, t.t3);
-      store8(y + j, r, m);
+    for (int64_t j = 0; j < n; j += kWindows) {
+      const int64_t m = std::min<int64_t>(kWindows, n - j);
+      WindowVec best;
+      const Taken t = maxima(load_pairs(first + 2 * j, m), load_pairs(first + w + 2 * j, m), best);
+      store_windows(y + j,
+                    at_winner(t, load_pairs(grad_first + 2 * j, m),
+                              load_pairs(grad_first + w + 2 * j, m)),
+                    m);
     }
     return;
   }
@@ -543,32 +550,16 @@ void grad_at_max_row(const T* first, const T* grad_first, int64_t w, int64_t n, 
 // 2x2 dx cells, 0 + dout at the first maximum (as the reference's zero plus dout), 0 elsewhere.
 template <typename T>
 void scatter_row_2x2(const T* first, T* dx_first, const T* d, int64_t w, int64_t n) {
-#if defined(__AVX512F__)
+#if defined(LOOM_CPU_SIMD)
   if constexpr (std::is_same_v<T, float>) {
-    for (int64_t j = 0; j < n; j += 16) {
-      const int64_t m = std::min<int64_t>(16, n - j);
-      __m512 best;
+    for (int64_t j = 0; j < n; j += kWindows) {
+      const int64_t m = std::min<int64_t>(kWindows, n - j);
+      WindowVec best;
       const Pairs top = load_pairs(first + 2 * j, m);
-      const Taken t = maxima16(top, load_pairs(first + w + 2 * j, m), best);
-      const __m512 dv =
-          _mm512_add_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(first_lanes(m), d + j));
-      store_pairs(dx_first + 2 * j, _mm512_maskz_mov_ps(t.only(0), dv),
-                  _mm512_maskz_mov_ps(t.only(1), dv), top.lo, top.hi);
-      store_pairs(dx_first + w + 2 * j, _mm512_maskz_mov_ps(t.only(2), dv),
-                  _mm512_maskz_mov_ps(t.only(3), dv), top.lo, top.hi);
-    }
-    return;
-  }
-#elif defined(__AVX2__) && defined(__FMA__)
-  if constexpr (std::is_same_v<T, float>) {
-    for (int64_t j = 0; j < n; j += 8) {
-      const int64_t m = std::min<int64_t>(8, n - j);
-      __m256 best;
-      const Pairs top = load_pairs(first + 2 * j, m);
-      const Taken t = maxima8(top, load_pairs(first + w + 2 * j, m), best);
-      const __m256 dv = _mm256_add_ps(_mm256_setzero_ps(), load8(d + j, m));
-      store_pairs(dx_first + 2 * j, t.only(0, dv), t.only(1, dv), top.count);
-      store_pairs(dx_first + w + 2 * j, t.only(2, dv), t.only(3, dv), top.count);
+      const Taken t = maxima(top, load_pairs(first + w + 2 * j, m), best);
+      const WindowVec dv = plus_zero(load_windows(d + j, m));
+      store_pairs(dx_first + 2 * j, only(t, 0, dv), only(t, 1, dv), top);
+      store_pairs(dx_first + w + 2 * j, only(t, 2, dv), only(t, 3, dv), top);
     }
     return;
   }
