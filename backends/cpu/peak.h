@@ -1,6 +1,7 @@
-// The machine's fp32 FMA peak, measured: each thread runs 16 independent chains of vector FMAs
-// (AVX-512 when the build targets it, else AVX2/FMA, else scalar) on registers only — enough
-// chains to cover the FMA latency of two FMA units — for a fixed time, counting 2 flops per lane
+// The machine's fp32 FMA peak, measured: each thread runs independent chains of vector FMAs
+// (16 of AVX-512 when the build targets it, else 12 of AVX2/FMA, else scalar) on registers only —
+// enough chains to cover the FMA latency of two FMA units, few enough to leave room for the
+// operands — for a fixed time, counting 2 flops per lane
 // per FMA. Two figures: all threads' flops over the wall time, and per core over each thread's
 // own CPU time (CLOCK_THREAD_CPUTIME_ID), which stays the core's rate on a loaded machine.
 // loom_bench_peak prints them; the profiler (debug/profiler.h) reports kernels' FLOP/s against
