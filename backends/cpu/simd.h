@@ -39,9 +39,9 @@ inline void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
 inline void store(Mask m, float* p, Vec v) { _mm512_mask_storeu_ps(p, m, v); }
 inline Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
 inline Mask all() { return static_cast<Mask>(0xFFFF); }
-// The first min(count, 16) lanes.
+// The first min(count, 16) lanes (none for count <= 0).
 inline Mask first(int64_t count) {
-  return static_cast<Mask>((1u << std::min<int64_t>(count, 16)) - 1u);
+  return static_cast<Mask>((1u << std::clamp<int64_t>(count, 0, 16)) - 1u);
 }
 
 #elif defined(__AVX2__) && defined(__FMA__)
