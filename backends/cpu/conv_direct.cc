@@ -383,7 +383,9 @@ void filter_kernel(const FilterArgs& a) {
         }
       };
       int64_t x0 = 0;
-      for (; x0 + kLanes <= a.ow; x0 += kLanes) step(x0, [](const float* p) { return simd::load(p); });
+      for (; x0 + kLanes <= a.ow; x0 += kLanes) {
+        step(x0, [](const float* p) { return simd::load(p); });
+      }
       // The last, partial vector: zeros past the row (the lane sums add every lane).
       if (x0 < a.ow) step(x0, [&](const float* p) { return simd::load(tail, p); });
     }

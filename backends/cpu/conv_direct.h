@@ -3,8 +3,8 @@
 // im2col costs as much as the arithmetic. Stride 1, no dilation, group 1, any padding.
 //
 // - Forward: each output row is one or two vectors (16 lanes on AVX-512, 8 on AVX2) along the
-//   output width (masked at the end of the row); the accumulators of all the output channels of a block sit in
-//   registers, each tap broadcasts one weight and reads the input row shifted by j.
+//   output width (masked at the end of the row); the accumulators of all the output channels of
+//   a block sit in registers, each tap broadcasts one weight and reads the input row shifted by j.
 // - Input gradient: the same kernel, as the convolution of dy (zero-padded by k - 1 - pad) with
 //   the flipped, transposed filter.
 // - Filter gradient: for more than 8 output channels, with the output channels as the vector

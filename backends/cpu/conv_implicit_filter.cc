@@ -137,14 +137,10 @@ inline __m256 load_positions(const Positions& pv, const float* src, int64_t v) {
     }
     case Access::kGather:
     default: {
-      const int64_t left = pv.count - v * kLanes;
-      const __m256i lanes = _mm256_cmpgt_epi32(
-          _mm256_set1_epi32(static_cast<int>(std::min<int64_t>(left, kLanes))),
-          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-      return _mm256_mask_i32gather_ps(
-          _mm256_setzero_ps(), src,
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx)), _mm256_castsi256_ps(lanes),
-          4);
+      const __m256 lanes = _mm256_castsi256_ps(simd::first(pv.count - v * kLanes));
+      return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src,
+                                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx)),
+                                      lanes, 4);
     }
   }
 }
@@ -242,8 +238,6 @@ void micro_kernel(const float* a, const float* b, int64_t nv, float* acc_t, int6
 #endif  // LOOM_CPU_SIMD
 
 }  // namespace
-
-bool implicit_filter_available() { return simd::kSimd; }
 
 bool conv2d_filter_implicit_fits(const ConvShape& s) {
   const Source src = padded_source(s);

@@ -1,11 +1,12 @@
 // A Float32 convolution computed as an implicit GEMM (no column matrix): y = W · col(x), where
 // the panels of col(x) the GEMM needs are packed straight from x into a small cache-resident
-// buffer and multiplied by a register-tiled micro-kernel (8 output channels × 32 output positions
-// on AVX-512, 4 × 24 on AVX2). It handles any stride, padding and dilation; conv_kernels.cc uses it
-// for Conv2D at stride 1 (group 1, not 1x1) and, as a convolution of dy with the flipped,
-// transposed filter, for Conv2DBackpropInput at stride 1 (not 1x1, at least 8 input channels,
-// input maps of at least 64 pixels). conv2d_backprop_filter_implicit_gemm (conv_implicit_filter.cc)
-// is its filter-gradient counterpart, with the reduction over positions vectorized instead.
+// buffer and multiplied by a register-tiled micro-kernel (8 output channels × 32 output
+// positions on AVX-512, 4 × 24 on AVX2). It handles any stride, padding and dilation;
+// conv_kernels.cc uses it for Conv2D at stride 1 (group 1, not 1x1) and, as a convolution of dy
+// with the flipped, transposed filter, for Conv2DBackpropInput at stride 1 (not 1x1, at least 8
+// input channels, input maps of at least 64 pixels). conv2d_backprop_filter_implicit_gemm
+// (conv_implicit_filter.cc) is its filter-gradient counterpart, with the reduction over
+// positions vectorized instead.
 // bench/README.md ("Convolution kernels: implicit GEMM") has the figures.
 //
 // Every output element is one dot product over k = (c, i, j) taken in a fixed order (k blocks
@@ -26,12 +27,8 @@ struct ConvShape {
   std::int64_t pad_top, pad_left;  // may be negative (a cropped input)
 };
 
-// Whether this build has conv2d_implicit_gemm (AVX-512F, or AVX2 with FMA, at compile time).
+// Whether this build has the kernels (AVX-512F, or AVX2 with FMA, at compile time: simd.h).
 bool implicit_gemm_available();
-
-// Whether this build has conv2d_backprop_filter_implicit_gemm (AVX-512F at compile time: its
-// gathers, permutes and 24-register tile have no AVX2 version yet).
-bool implicit_filter_available();
 
 // y (n, o, oh, ow) = Σ_{c,i,j} w[o, c, i, j] · x[n, c, oy·sh - pad_top + i·dil_h,
 // ox·sw - pad_left + j·dil_w] (zero outside x). w is (o, c, kh, kw), group 1.

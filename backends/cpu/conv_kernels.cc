@@ -265,7 +265,7 @@ cpu::ConvShape conv_shape(const ConvGeometry& g) {
 // stride-1 convolutions stay on cpu::gemm, which measured faster there (ResNet-50's 1x1
 // layers: 108-168 against 56-118 GFLOP/s on 2 threads).
 bool use_implicit_gemm_filter(const ConvGeometry& g, const std::string& sw) {
-  if (g.group != 1 || !cpu::implicit_filter_available()) return false;
+  if (g.group != 1 || !cpu::implicit_gemm_available()) return false;
   if (g.is_pointwise()) return false;
   if (!cpu::conv2d_filter_implicit_fits(conv_shape(g))) return false;
   return sw != "im2col";

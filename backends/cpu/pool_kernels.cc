@@ -13,8 +13,8 @@
 //   both threads work; where 2x2/2 windows tile the planes' rows exactly (LeNet), output row t
 //   simply reads input rows 2t and 2t + 1 of the whole tensor. Windows wholly inside the image
 //   run branch-free over a row at a time (compare and blend: AVX-512 or AVX2 for the Float32
-//   maxima, plain loops otherwise; GCC 12 vectorizes the averages but not the maxima); windows clipped
-//   by the padding use the reference's per-window code. The running maximum takes a value when
+//   maxima, plain loops otherwise; GCC 12 vectorizes the averages but not the maxima); windows
+//   clipped by the padding use the reference's per-window code. The running maximum takes a value when
 //   it is greater, or when it is a NaN and the maximum is not: the first maximum in the order
 //   where NaN is above every number, as the reference. Where windows do not overlap (2x2/2),
 //   MaxPoolGrad and AvgPoolGrad write every dx element once, with no zero pass; MaxPoolGrad of
@@ -328,22 +328,21 @@ inline Taken maxima(const Pairs& top, const Pairs& bottom, __m512& best) {
   best = _mm512_mask_blend_ps(t.t3, best, bottom.odd);
   return t;
 }
-inline __mmask16 first_lanes(int64_t m) {
-  return m >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << m) - 1);
-}
 // What the row loops below share with the AVX2 version: windows per step, their vector, the
 // loads and stores of m (<= kWindows) of them, and the winners of 2x2 windows.
 constexpr int64_t kWindows = 16;
 using WindowVec = __m512;
 inline __m512 load_windows(const float* p, int64_t m) {
-  return _mm512_maskz_loadu_ps(first_lanes(m), p);
+  return _mm512_maskz_loadu_ps(cpu::simd::first(m), p);
 }
 inline void store_windows(float* p, __m512 v, int64_t m) {
-  _mm512_mask_storeu_ps(p, first_lanes(m), v);
+  _mm512_mask_storeu_ps(p, cpu::simd::first(m), v);
 }
 inline __m512 plus_zero(__m512 v) { return _mm512_add_ps(_mm512_setzero_ps(), v); }
 // v where the window's winner is `tap`, 0 elsewhere.
-inline __m512 only(const Taken& t, int tap, __m512 v) { return _mm512_maskz_mov_ps(t.only(tap), v); }
+inline __m512 only(const Taken& t, int tap, __m512 v) {
+  return _mm512_maskz_mov_ps(t.only(tap), v);
+}
 // The value at each window's winner among top's and bottom's columns.
 inline __m512 at_winner(const Taken& t, const Pairs& top, const Pairs& bottom) {
   __m512 r = _mm512_mask_blend_ps(t.t1, top.even, top.odd);
@@ -376,29 +375,24 @@ void window_maxima_3x3(const float* first, int64_t w, int64_t n, float* best, in
         t = _mm512_mask_mov_epi32(t, take, _mm512_set1_epi32(r * 3 + c));
       }
     }
-    _mm512_mask_storeu_ps(best + j, first_lanes(m), b);
-    _mm512_mask_storeu_epi32(tap + j, first_lanes(m), t);
+    _mm512_mask_storeu_ps(best + j, cpu::simd::first(m), b);
+    _mm512_mask_storeu_epi32(tap + j, cpu::simd::first(m), t);
   }
 }
 #elif defined(LOOM_CPU_SIMD)
 // AVX2, Float32, 8 windows of 2x2/2 per step; masks are __m256 whose lanes are all ones or zeros.
-inline __m256 first_lanes(int64_t m) {
-  const auto n = static_cast<int>(std::clamp<int64_t>(m, 0, 8));
-  return _mm256_castsi256_ps(
-      _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-}
 // The first min(count, 8) floats at p, 0 in the other lanes; and their store. Masked moves only
 // for fewer than 8: vmaskmovps is far slower than a plain move on some processors (on a Zen 3,
 // the ResNet-50 stem's MaxPool took 22 ms with masked loads throughout, 5 ms without).
 inline __m256 load8(const float* p, int64_t count) {
   return count >= 8 ? _mm256_loadu_ps(p)
-                    : _mm256_maskload_ps(p, _mm256_castps_si256(first_lanes(count)));
+                    : _mm256_maskload_ps(p, cpu::simd::first(count));
 }
 inline void store8(float* p, __m256 v, int64_t count) {
   if (count >= 8) {
     _mm256_storeu_ps(p, v);
   } else if (count > 0) {
-    _mm256_maskstore_ps(p, _mm256_castps_si256(first_lanes(count)), v);
+    _mm256_maskstore_ps(p, cpu::simd::first(count), v);
   }
 }
 // Splits `count` (<= 16) floats from row into even and odd; lanes past them read nothing and

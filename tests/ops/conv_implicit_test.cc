@@ -126,7 +126,7 @@ TEST(ConvImplicitGemm, KernelMatchesIm2colOnEveryCase) {
 // accurate as im2col + GEMM in Float32 (which of the two is closer varies by shape).
 TEST(ConvImplicitGemm, FilterKernelMatchesIm2colOnEveryCase) {
   const ScopedEnv loom_kernels("LOOM_CONV", "loom");  // not oneDNN (conv_dnnl_test.cc)
-  if (!backend::cpu::implicit_filter_available()) GTEST_SKIP() << "built without AVX-512";
+  if (!backend::cpu::implicit_gemm_available()) GTEST_SKIP() << "built without AVX-512 or AVX2";
   backend::ThreadPool two(2);
   int routed = 0;
   for (const Case& c : cases()) {
@@ -165,7 +165,7 @@ TEST(ConvImplicitGemm, FilterKernelMatchesIm2colOnEveryCase) {
 // Float64, and bitwise the same on 1 and 3 threads.
 TEST(ConvImplicitGemm, FilterGradientResNetShapes) {
   const ScopedEnv loom_kernels("LOOM_CONV", "loom");  // not oneDNN (conv_dnnl_test.cc)
-  if (!backend::cpu::implicit_filter_available()) GTEST_SKIP() << "built without AVX-512";
+  if (!backend::cpu::implicit_gemm_available()) GTEST_SKIP() << "built without AVX-512 or AVX2";
   backend::ThreadPool one(1), three(3);
   const std::vector<Case> resnet = {
       {{2, 64, 32, 32}, {64, 64, 3, 3}, "pad", {1, 1, 1, 1}, {1, 1}, {1, 1}},
