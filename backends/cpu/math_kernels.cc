@@ -19,6 +19,11 @@
 #include <limits>
 #include <type_traits>
 
+#if defined(__F16C__) && defined(__AVX2__)
+#include <immintrin.h>
+#define LOOM_CPU_F16C 1
+#endif
+
 #include "backends/cpu/elementwise.h"
 #include "backends/cpu/cpu.h"
 #include "backends/kernel.h"
@@ -389,13 +394,81 @@ using FromBits = float (*)(std::uint16_t);
 ToBits to_bits(DType d) { return d == DType::kFloat16 ? &float_to_half : &float_to_bfloat16; }
 FromBits from_bits(DType d) { return d == DType::kFloat16 ? &half_to_float : &bfloat16_to_float; }
 
+// Float32 to and from the 16-bit floats over a run, the scalar functions' bits (the casts of
+// mixed precision, between every low-precision op and its Float32 kernel): BFloat16 as plain
+// integer loops the compiler vectorizes, Float16 through F16C's conversions where the build has
+// them (8 at a time, NaNs redone by the scalar function, which keeps no payload going down and
+// sets no quiet bit going up), else the scalar functions. Measured on a Zen 3 (LeNet-5 at O2
+// bfloat16, batch 32): Cast was 72% of the step at 1.3 GB/s through the function pointers.
+void floats_to_bfloat16(const float* x, std::uint16_t* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::uint32_t f;
+    std::memcpy(&f, &x[i], sizeof f);
+    const std::uint32_t rounded = (f + 0x7fffu + ((f >> 16) & 1u)) >> 16;
+    const std::uint32_t nan = (f >> 16) | 0x40u;
+    y[i] = static_cast<std::uint16_t>((f & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+  }
+}
+
+void bfloat16_to_floats(const std::uint16_t* x, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint32_t f = static_cast<std::uint32_t>(x[i]) << 16;
+    std::memcpy(&y[i], &f, sizeof f);
+  }
+}
+
+void floats_to_half(const float* x, std::uint16_t* y, std::int64_t n) {
+  std::int64_t i = 0;
+#ifdef LOOM_CPU_F16C
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i inf = _mm256_set1_epi32(0x7f800000);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
+    const __m256i a = _mm256_and_si256(_mm256_castps_si256(v), abs_mask);
+    if (!_mm256_testz_si256(_mm256_cmpgt_epi32(a, inf), _mm256_set1_epi32(-1))) {
+      for (std::int64_t j = i; j < i + 8; ++j) y[j] = float_to_half(x[j]);
+    }
+  }
+#endif
+  for (; i < n; ++i) y[i] = float_to_half(x[i]);
+}
+
+void half_to_floats(const std::uint16_t* x, float* y, std::int64_t n) {
+  std::int64_t i = 0;
+#ifdef LOOM_CPU_F16C
+  const __m128i exp_mask = _mm_set1_epi16(0x7c00);
+  const __m128i abs_mask = _mm_set1_epi16(0x7fff);
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
+    // NaN: |h| > 0x7c00 (as signed 16-bit, |h| is non-negative).
+    const __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, abs_mask), exp_mask);
+    if (!_mm_testz_si128(nan, nan)) {
+      for (std::int64_t j = i; j < i + 8; ++j) y[j] = half_to_float(x[j]);
+    }
+  }
+#endif
+  for (; i < n; ++i) y[i] = half_to_float(x[i]);
+}
+
 template <typename S>
 void cast_to_bits(const KernelContext& k) {
   const S* px = k.in(0).data<S>();
   auto* py = static_cast<std::uint16_t*>(k.out(0).raw_data());
-  const ToBits to = to_bits(k.out(0).dtype());
+  const DType to_dtype = k.out(0).dtype();
+  const ToBits to = to_bits(to_dtype);
   cpu::pool(k).parallel_for(k.out(0).numel(), kElementwiseGrain,
                             [&](std::int64_t begin, std::int64_t end) {
+                              if constexpr (std::is_same_v<S, float>) {
+                                if (to_dtype == DType::kBFloat16) {
+                                  floats_to_bfloat16(px + begin, py + begin, end - begin);
+                                } else {
+                                  floats_to_half(px + begin, py + begin, end - begin);
+                                }
+                                return;
+                              }
                               for (std::int64_t i = begin; i < end; ++i) {
                                 py[i] = to(static_cast<float>(px[i]));
                               }
@@ -406,9 +479,18 @@ template <typename D>
 void cast_bits_to(const KernelContext& k) {
   const auto* px = static_cast<const std::uint16_t*>(k.in(0).raw_data());
   D* py = k.out(0).data<D>();
-  const FromBits from = from_bits(k.in(0).dtype());
+  const DType from_dtype = k.in(0).dtype();
+  const FromBits from = from_bits(from_dtype);
   cpu::pool(k).parallel_for(k.out(0).numel(), kElementwiseGrain,
                             [&](std::int64_t begin, std::int64_t end) {
+                              if constexpr (std::is_same_v<D, float>) {
+                                if (from_dtype == DType::kBFloat16) {
+                                  bfloat16_to_floats(px + begin, py + begin, end - begin);
+                                } else {
+                                  half_to_floats(px + begin, py + begin, end - begin);
+                                }
+                                return;
+                              }
                               for (std::int64_t i = begin; i < end; ++i) {
                                 py[i] = convert<float, D>(from(px[i]));
                               }

@@ -4,7 +4,9 @@
 // the same bits with one and with two threads.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -373,6 +375,49 @@ TEST(Math, CastToFloat16AndBFloat16RoundsToNearestEven) {
   const Tensor hb2 = run("Cast", {h}, {{"dst_type", Value::dtype(DType::kBFloat16)}});
   EXPECT_EQ(hb2.get(4), 3.0);
   EXPECT_EQ(hb2.get(1), inf);
+}
+
+// The Float32 <-> Float16 / BFloat16 casts run vectorized over long runs (F16C for Float16):
+// every 16-bit pattern widened, and narrowings of Float32 patterns (specials, NaN payloads,
+// subnormals, rounding ties, random bits), give the scalar functions' bits (core/ir/dtype.h),
+// at every position of a vector (the runs are not multiples of 8).
+TEST(Math, CastBetweenFloat32And16BitFloatsGivesTheScalarBits) {
+  const std::int64_t n = 65536 + 5;
+  for (DType d : {DType::kFloat16, DType::kBFloat16}) {
+    SCOPED_TRACE(std::string(dtype_name(d)));
+    Tensor bits(d, {n});
+    auto* pb = static_cast<std::uint16_t*>(bits.raw_data());
+    for (std::int64_t i = 0; i < n; ++i) pb[i] = static_cast<std::uint16_t>(i);
+    const Tensor wide = run("Cast", {bits}, {{"dst_type", Value::dtype(DType::kFloat32)}});
+    const auto* pw = static_cast<const std::uint32_t*>(wide.raw_data());
+    std::int64_t differ = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float want = d == DType::kFloat16 ? half_to_float(pb[i]) : bfloat16_to_float(pb[i]);
+      differ += pw[i] != std::bit_cast<std::uint32_t>(want);
+    }
+    EXPECT_EQ(differ, 0) << "widened patterns that differ from the scalar function's";
+
+    std::vector<std::uint32_t> patterns = {
+        0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
+        0x7f800001u, 0x7fbfffffu, 0x00000001u, 0x807fffffu, 0x33800000u, 0x33000000u,
+        0x387fe000u, 0x38800000u, 0x477fe000u, 0x477ff000u, 0x477fefffu, 0x7f7fffffu,
+        0x3f808000u, 0x3f818000u, 0x3f800fffu, 0x3f801000u, 0x3f803000u, 0xbf7fffffu};
+    std::uint32_t state = 12345;
+    while (patterns.size() < 200003) {
+      state = state * 1664525u + 1013904223u;  // every bit pattern class, NaNs included
+      patterns.push_back(state);
+    }
+    Tensor x(DType::kFloat32, {static_cast<std::int64_t>(patterns.size())});
+    std::memcpy(x.raw_data(), patterns.data(), patterns.size() * sizeof(std::uint32_t));
+    const Tensor narrow = run("Cast", {x}, {{"dst_type", Value::dtype(d)}});
+    const auto* pn = static_cast<const std::uint16_t*>(narrow.raw_data());
+    differ = 0;
+    for (std::size_t i = 0; i < patterns.size(); ++i) {
+      const float v = std::bit_cast<float>(patterns[i]);
+      differ += pn[i] != (d == DType::kFloat16 ? float_to_half(v) : float_to_bfloat16(v));
+    }
+    EXPECT_EQ(differ, 0) << "narrowed patterns that differ from the scalar function's";
+  }
 }
 
 TEST(Math, CastEveryPair) {
