@@ -1,5 +1,6 @@
-// CUDA kernels of the matrix-product family (Float32 and Float64): MatMul, BatchMatMul and the
-// fused MatMulBiasAct, on cuBLASLt.
+// CUDA kernels of the matrix-product family (Float32 and Float64; MatMul and BatchMatMul also in
+// Float16 and BFloat16, on the tensor cores): MatMul, BatchMatMul and the fused MatMulBiasAct,
+// on cuBLASLt.
 //
 // Tensors are row-major and cuBLASLt is column-major: a row-major (r, c) matrix is, read
 // column-major, its own transpose, so C = op(A)·op(B) is computed as Cᵀ = op(B)ᵀ·op(A)ᵀ with B's
@@ -12,7 +13,11 @@
 // process. The workspace is the larger of the two
 // algorithms' needs (within kWorkspaceBudget), planned with the node; the descriptors are rebuilt
 // on the stack at each launch (cublasLt*Init: no allocation, no state shared between launches).
-// Float32 runs with CUBLAS_COMPUTE_32F (strict FP32, no TF32), Float64 with CUBLAS_COMPUTE_64F.
+// Float32 runs with CUBLAS_COMPUTE_32F (strict FP32, no TF32), Float64 with CUBLAS_COMPUTE_64F,
+// Float16 and BFloat16 (mixed precision: the amp levels keep these products in the low dtype)
+// with CUBLAS_COMPUTE_32F and Float32 scaling factors: 16-bit operands on the tensor cores,
+// products accumulated in Float32 and each result rounded once to the 16-bit dtype, the
+// numerics of the CPU's Float32 fallback for these dtypes up to the order of the sums.
 // cuBLASLt's split-K reductions are ordered (no atomics), so a plan's results are bitwise
 // repeatable on one device.
 //
@@ -39,6 +44,7 @@
 #include <vector>
 
 #include "backends/gpu/cuda.h"
+#include "backends/gpu/half.cuh"
 #include "core/ir/error.h"
 
 namespace loom::backend::cuda {
@@ -94,10 +100,19 @@ struct GemmPlan {
   std::size_t fast_bytes = 0, any_bytes = 0;
 };
 
-cudaDataType_t data_type(DType d) { return d == DType::kFloat64 ? CUDA_R_64F : CUDA_R_32F; }
+cudaDataType_t data_type(DType d) {
+  switch (d) {
+    case DType::kFloat64: return CUDA_R_64F;
+    case DType::kFloat16: return CUDA_R_16F;
+    case DType::kBFloat16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
 cublasComputeType_t compute_type(DType d) {
   return d == DType::kFloat64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
 }
+// The scaling factors' (alpha, beta) type: Float32 but for Float64 products.
+cudaDataType_t scale_type(DType d) { return d == DType::kFloat64 ? CUDA_R_64F : CUDA_R_32F; }
 
 // A plan's cuBLASLt descriptors, initialized in place (no allocation).
 struct Descs {
@@ -108,7 +123,7 @@ struct Descs {
 
   Descs(const GemmPlan& p, const void* bias) {
     const cudaDataType_t type = data_type(p.dtype);
-    LOOM_CUBLAS_CHECK(cublasLtMatmulDescInit(&op, compute_type(p.dtype), type));
+    LOOM_CUBLAS_CHECK(cublasLtMatmulDescInit(&op, compute_type(p.dtype), scale_type(p.dtype)));
     const cublasOperation_t op_first = p.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_second = p.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
@@ -486,9 +501,9 @@ template <typename T>
 void run_plan(const KernelContext& k, const GemmPlan& p, const T* bias) {
   if (p.empty) return;
   const CudaContext& ctx = context(k);
-  const T* a = k.in(0).data<T>();
-  const T* b = k.in(1).data<T>();
-  T* c = k.out(0).data<T>();
+  const T* a = elements<T>(k.in(0));
+  const T* b = elements<T>(k.in(1));
+  T* c = mutable_elements<T>(k.out(0));
   const int64_t total = k.out(0).numel();
   if (p.zero_k) {
     LOOM_CUDA_CHECK(cudaMemsetAsync(c, 0, k.out(0).nbytes(), ctx.stream));
@@ -502,7 +517,8 @@ void run_plan(const KernelContext& k, const GemmPlan& p, const T* bias) {
       workspace_bytes = k.workspace_bytes - (at - base);
     }
     Descs d(p, bias);
-    const T alpha = 1, beta = 0;
+    // The scaling factors, in the scale type (Float32 for the 16-bit dtypes).
+    const ComputeOf<T> alpha = 1, beta = 0;
     for (int64_t call = 0; call < p.calls; ++call) {
       int64_t oa = 0, ob = 0, oc = 0;
       int64_t rest = call;
@@ -549,19 +565,21 @@ void matmul(const KernelContext& k) {
 
 template <typename T>
 void matmul_bias_act(const KernelContext& k) {
-  run_plan<T>(k, k.state<GemmPlan>(), k.in(2).data<T>());
+  run_plan<T>(k, k.state<GemmPlan>(), elements<T>(k.in(2)));
 }
 
 template <typename T>
 void add_kernels(KernelRegistry& r) {
-  constexpr DType dtype = DTypeOf<T>::value;
+  constexpr DType dtype = dtype_of<T>();
   // As the CPU's: MatMul and MatMulBiasAct declare that they write every output element,
   // BatchMatMul does not (it does, but declares what the CPU kernel declares).
   r.add("MatMul", dtype, matmul<T>).with_prepare(prepare_matmul).writes_every_output_element();
   r.add("BatchMatMul", dtype, matmul<T>).with_prepare(prepare_batch_matmul);
-  r.add("MatMulBiasAct", dtype, matmul_bias_act<T>)
-      .with_prepare(prepare_matmul_bias_act)
-      .writes_every_output_element();
+  if constexpr (!kHalfStorage<T>) {  // the fuse pass makes MatMulBiasAct of Float32 / Float64
+    r.add("MatMulBiasAct", dtype, matmul_bias_act<T>)
+        .with_prepare(prepare_matmul_bias_act)
+        .writes_every_output_element();
+  }
 }
 
 }  // namespace
@@ -569,6 +587,10 @@ void add_kernels(KernelRegistry& r) {
 void register_blas_kernels(KernelRegistry& r) {
   add_kernels<float>(r);
   add_kernels<double>(r);
+  if (half_kernels_enabled()) {
+    add_kernels<__half>(r);
+    add_kernels<__nv_bfloat16>(r);
+  }
 }
 
 }  // namespace loom::backend::cuda

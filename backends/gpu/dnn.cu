@@ -1,5 +1,6 @@
-// CUDA kernels of the convolution, pooling and batch-norm family (NCHW; Float32 and Float64):
-// Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, the fused Conv2DBiasAct, MaxPool,
+// CUDA kernels of the convolution, pooling and batch-norm family (NCHW; Float32 and Float64, and
+// the convolutions in Float16 and BFloat16 too): Conv2D, Conv2DBackpropInput,
+// Conv2DBackpropFilter, the fused Conv2DBiasAct, MaxPool,
 // MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, BatchNorm, BatchNormApply and
 // BatchNormGrad, with the semantics of the CPU kernels (backends/cpu/conv_kernels.cc,
 // pool_kernels.cc, norm_loss_kernels.cc, fused_kernels.cc).
@@ -26,7 +27,10 @@
 // not, cuDNN takes the symmetric part and the rest becomes an explicit zero border: the input is
 // copied padded into the workspace (forward, filter gradient), or the input gradient is computed
 // padded there and cropped into dx. Conv2DBiasAct is the forward followed by loom's bias and
-// activation kernel (the CPU's arithmetic).
+// activation kernel (the CPU's arithmetic). Float16 and BFloat16 convolutions (mixed precision:
+// the amp levels keep them in the low dtype; Conv2D and its two gradients) compute in Float32
+// (the descriptor's compute type) with tensor-core math allowed (CUDNN_TENSOR_OP_MATH), each
+// result rounded once to the 16-bit dtype.
 //
 // Pooling and batch norm are loom's own kernels, written to the CPU's arithmetic so results agree
 // to rounding, and most bitwise:
@@ -57,6 +61,7 @@
 #include <vector>
 
 #include "backends/gpu/cuda.h"
+#include "backends/gpu/half.cuh"
 #include "core/ir/error.h"
 #include "ops/conv_geometry.h"
 
@@ -531,7 +536,16 @@ std::shared_ptr<ConvPlan> plan_conv(const PrepareContext& c, ConvOp op, const Sh
   to_int(g.n * g.o * g.oh * g.ow, *p, "output elements");
   to_int(nw, *p, "filter elements");
 
-  const cudnnDataType_t type = dtype == DType::kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  // The tensors' type, and the type cuDNN computes in: Float32 for the 16-bit floats.
+  cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  switch (dtype) {
+    case DType::kFloat64: type = compute = CUDNN_DATA_DOUBLE; break;
+    case DType::kFloat16: type = CUDNN_DATA_HALF; break;
+    case DType::kBFloat16: type = CUDNN_DATA_BFLOAT16; break;
+    default: break;
+  }
+  const bool half = dtype == DType::kFloat16 || dtype == DType::kBFloat16;
   CudnnDescriptors& d = p->d;
   LOOM_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d.x));
   LOOM_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d.y));
@@ -549,11 +563,13 @@ std::shared_ptr<ConvPlan> plan_conv(const PrepareContext& c, ConvOp op, const Sh
   LOOM_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
       d.conv, to_int(sym_h, *p, "padding"), to_int(sym_w, *p, "padding"),
       to_int(g.sh, *p, "stride"), to_int(g.sw, *p, "stride"), to_int(g.dil_h, *p, "dilation"),
-      to_int(g.dil_w, *p, "dilation"), CUDNN_CROSS_CORRELATION, type));
+      to_int(g.dil_w, *p, "dilation"), CUDNN_CROSS_CORRELATION, compute));
   LOOM_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d.conv, to_int(g.group, *p, "group")));
-  // Float32 stays Float32: FMA kernels only (the default allows TF32 tensor cores).
+  // Float32 stays Float32: FMA kernels only (the default allows TF32 tensor cores). The 16-bit
+  // floats take the tensor cores.
   LOOM_CUDNN_CHECK(cudnnSetConvolutionMathType(
-      d.conv, dtype == DType::kFloat32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+      d.conv, dtype == DType::kFloat32 ? CUDNN_FMA_MATH
+                                       : (half ? CUDNN_TENSOR_OP_MATH : CUDNN_DEFAULT_MATH)));
   int on = 0, oc = 0, ohh = 0, oww = 0;
   LOOM_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &on, &oc, &ohh, &oww));
   if (on != g.n || oc != g.o || ohh != g.oh || oww != g.ow) {
@@ -639,10 +655,10 @@ __global__ void channel_bias_act_kernel(T* y, const T* bias, int64_t total, int6
   }
 }
 
-// cuDNN's scaling factors: double for Float64 data, float otherwise.
+// cuDNN's scaling factors: double for Float64 data, float otherwise (the 16-bit floats too).
 template <typename T>
 struct Scale {
-  T one = 1, zero = 0;
+  ComputeOf<T> one = 1, zero = 0;
 };
 
 // The input cuDNN reads: x itself, or (asymmetric padding) x copied with its explicit zero border
@@ -650,11 +666,13 @@ struct Scale {
 template <typename T>
 const T* padded_input(const CudaContext& ctx, const ConvPlan& p, const T* x, char* ws) {
   if (!p.padded) return x;
+  using B = BitsOf<T>;
   const ConvGeometry& g = p.g;
   T* xp = reinterpret_cast<T*>(ws);
   const int64_t total = g.n * g.c * p.hp * p.wp;
-  pad_kernel<T><<<blocks(total), kThreads, 0, ctx.stream>>>(x, xp, total, g.h, g.w, p.hp, p.wp,
-                                                             p.pad_top, p.pad_left);
+  pad_kernel<B><<<blocks(total), kThreads, 0, ctx.stream>>>(
+      reinterpret_cast<const B*>(x), reinterpret_cast<B*>(xp), total, g.h, g.w, p.hp, p.wp,
+      p.pad_top, p.pad_left);
   check_launch();
   return xp;
 }
@@ -662,9 +680,9 @@ const T* padded_input(const CudaContext& ctx, const ConvPlan& p, const T* x, cha
 template <typename T>
 void conv2d_forward(const KernelContext& k, const ConvPlan& p) {
   const CudaContext& ctx = context(k);
-  const T* x = k.in(0).data<T>();
-  const T* w = k.in(1).data<T>();
-  T* y = k.out(0).data<T>();
+  const T* x = elements<T>(k.in(0));
+  const T* w = elements<T>(k.in(1));
+  T* y = mutable_elements<T>(k.out(0));
   if (p.empty) return;
   if (p.zero) {
     LOOM_CUDA_CHECK(cudaMemsetAsync(y, 0, k.out(0).nbytes(), ctx.stream));
@@ -692,7 +710,7 @@ void conv2d_bias_act(const KernelContext& k) {
   if (total == 0) return;
   const int64_t plane = y.dim(2) * y.dim(3);
   channel_bias_act_kernel<T><<<blocks(total), kThreads, 0, context(k).stream>>>(
-      k.out(0).data<T>(), k.in(2).data<T>(), total, plane, y.dim(1), p.act);
+      mutable_elements<T>(k.out(0)), elements<T>(k.in(2)), total, plane, y.dim(1), p.act);
   check_launch();
 }
 
@@ -700,9 +718,9 @@ template <typename T>
 void conv2d_backprop_input(const KernelContext& k) {
   const ConvPlan& p = k.state<ConvPlan>();
   const CudaContext& ctx = context(k);
-  const T* dout = k.in(0).data<T>();
-  const T* w = k.in(1).data<T>();
-  T* dx = k.out(0).data<T>();
+  const T* dout = elements<T>(k.in(0));
+  const T* w = elements<T>(k.in(1));
+  T* dx = mutable_elements<T>(k.out(0));
   if (p.empty) return;
   if (p.zero) {
     LOOM_CUDA_CHECK(cudaMemsetAsync(dx, 0, k.out(0).nbytes(), ctx.stream));
@@ -717,8 +735,10 @@ void conv2d_backprop_input(const KernelContext& k) {
       p.cudnn_bytes ? ws + p.pad_bytes : nullptr, p.cudnn_bytes, &s.zero, p.d.x, dst));
   if (p.padded) {
     const int64_t total = g.n * g.c * g.h * g.w;
-    crop_kernel<T><<<blocks(total), kThreads, 0, ctx.stream>>>(dst, dx, total, g.h, g.w, p.hp,
-                                                                p.wp, p.pad_top, p.pad_left);
+    using B = BitsOf<T>;
+    crop_kernel<B><<<blocks(total), kThreads, 0, ctx.stream>>>(
+        reinterpret_cast<const B*>(dst), reinterpret_cast<B*>(dx), total, g.h, g.w, p.hp, p.wp,
+        p.pad_top, p.pad_left);
     check_launch();
   }
 }
@@ -727,9 +747,9 @@ template <typename T>
 void conv2d_backprop_filter(const KernelContext& k) {
   const ConvPlan& p = k.state<ConvPlan>();
   const CudaContext& ctx = context(k);
-  const T* dout = k.in(0).data<T>();
-  const T* x = k.in(1).data<T>();
-  T* dw = k.out(0).data<T>();
+  const T* dout = elements<T>(k.in(0));
+  const T* x = elements<T>(k.in(1));
+  T* dw = mutable_elements<T>(k.out(0));
   if (p.empty) return;
   if (p.zero) {
     LOOM_CUDA_CHECK(cudaMemsetAsync(dw, 0, k.out(0).nbytes(), ctx.stream));
@@ -1525,9 +1545,10 @@ void batch_norm_grad(const KernelContext& k) {
 
 // ---------------------------------------------------------------------------------------------
 
+// The convolutions: Float32, Float64, Float16 and BFloat16.
 template <typename T>
-void add_kernels(KernelRegistry& r) {
-  constexpr DType dtype = DTypeOf<T>::value;
+void add_conv_kernels(KernelRegistry& r) {
+  constexpr DType dtype = dtype_of<T>();
   r.add("Conv2D", dtype, conv2d<T>).with_prepare(prepare_conv2d).writes_every_output_element();
   r.add("Conv2DBackpropInput", dtype, conv2d_backprop_input<T>)
       .with_prepare(prepare_conv2d_backprop_input)
@@ -1535,6 +1556,14 @@ void add_kernels(KernelRegistry& r) {
   r.add("Conv2DBackpropFilter", dtype, conv2d_backprop_filter<T>)
       .with_prepare(prepare_conv2d_backprop_filter)
       .writes_every_output_element();
+}
+
+// The fused convolution, pooling and batch norm: Float32 and Float64 (the fuse pass makes
+// Conv2DBiasAct of those alone).
+template <typename T>
+void add_kernels(KernelRegistry& r) {
+  constexpr DType dtype = DTypeOf<T>::value;
+  add_conv_kernels<T>(r);
   r.add("Conv2DBiasAct", dtype, conv2d_bias_act<T>)
       .with_prepare(prepare_conv2d_bias_act)
       .writes_every_output_element();
@@ -1561,6 +1590,10 @@ void add_kernels(KernelRegistry& r) {
 void register_dnn_kernels(KernelRegistry& r) {
   add_kernels<float>(r);
   add_kernels<double>(r);
+  if (half_kernels_enabled()) {
+    add_conv_kernels<__half>(r);
+    add_conv_kernels<__nv_bfloat16>(r);
+  }
 }
 
 }  // namespace loom::backend::cuda

@@ -31,6 +31,12 @@
 // 109 µs (2.5 TB/s, a plain Add's rate), where its three unfused kernels take about 240 (81 µs
 // for an Add of that size, 76 for a Sigmoid).
 //
+// Float16 and BFloat16 (mixed precision) have kernels for the ops the amp levels leave in the
+// low dtype between the convolutions and products of a CNN: Add, Sub, Mul, Maximum, Minimum,
+// Neg, Square, ReLU, ReLU6, ReluGrad and BiasAdd. Each element is widened to Float32, the
+// Float32 functor applied and the result rounded once: the bits of the runtime's Float32
+// fallback (Float32 kernel between widening and rounding Casts), in one pass over 16-bit data.
+//
 // The array ops are data movement by element size: one strided-copy kernel walks an output box
 // in row-major order and reads (or, for StridedSliceGrad, writes) the other side through per-axis
 // element strides, exactly the CPU's StridedBox (Transpose permutes strides, Slice offsets them,
@@ -55,6 +61,7 @@
 
 #include "backends/gpu/cuda.h"
 #include "backends/gpu/device_math.cuh"
+#include "backends/gpu/half.cuh"
 #include "backends/strided_box.h"
 #include "core/ir/error.h"
 #include "core/random/philox.h"
@@ -300,20 +307,32 @@ struct GeLUOp {
 
 // ---- Elementwise kernels ------------------------------------------------------------------
 
+// A functor's result as the output element: rounded once for a 16-bit float output.
+template <typename R, typename V>
+__device__ __forceinline__ R result(V v) {
+  if constexpr (kHalfStorage<R>) {
+    return narrow<R>(v);
+  } else {
+    return v;
+  }
+}
+
 template <typename T, typename R, typename Op>
 struct BinaryFn {
   const T* a;
   const T* b;
-  __device__ R flat(int64_t i) const { return Op{}(a[i], b[i]); }
+  __device__ R flat(int64_t i) const { return result<R>(Op{}(widen(a[i]), widen(b[i]))); }
   template <typename I>
-  __device__ R at(const I (&o)[2]) const { return Op{}(a[o[0]], b[o[1]]); }
+  __device__ R at(const I (&o)[2]) const {
+    return result<R>(Op{}(widen(a[o[0]]), widen(b[o[1]])));
+  }
 };
 
 template <typename Op, typename T, typename R = T>
 void binary(const KernelContext& k) {
   Tensor& y = k.out(0);
-  launch_map<2>(k, y.data<R>(), y.shape(), {&k.in(0).shape(), &k.in(1).shape()},
-                BinaryFn<T, R, Op>{k.in(0).data<T>(), k.in(1).data<T>()});
+  launch_map<2>(k, mutable_elements<R>(y), y.shape(), {&k.in(0).shape(), &k.in(1).shape()},
+                BinaryFn<T, R, Op>{elements<T>(k.in(0)), elements<T>(k.in(1))});
 }
 template <typename Op, typename T>
 void compare(const KernelContext& k) {
@@ -323,7 +342,7 @@ void compare(const KernelContext& k) {
 template <typename S, typename D, typename Op>
 struct UnaryFn {
   const S* x;
-  __device__ D flat(int64_t i) const { return Op{}(x[i]); }
+  __device__ D flat(int64_t i) const { return result<D>(Op{}(widen(x[i]))); }
 };
 
 template <typename Op, typename T>
@@ -331,7 +350,7 @@ void unary(const KernelContext& k) {
   const int64_t n = k.out(0).numel();
   if (n == 0) return;
   flat_kernel<T, UnaryFn<T, T, Op>><<<blocks(n), kThreads, 0, context(k).stream>>>(
-      k.out(0).data<T>(), n, UnaryFn<T, T, Op>{k.in(0).data<T>()});
+      mutable_elements<T>(k.out(0)), n, UnaryFn<T, T, Op>{elements<T>(k.in(0))});
   check_launch();
 }
 
@@ -340,7 +359,10 @@ template <typename T>
 struct ReluGradFn {
   const T* dout;
   const T* y;
-  __device__ T flat(int64_t i) const { return y[i] > T(0) ? dout[i] : T(0); }
+  __device__ T flat(int64_t i) const {
+    using C = ComputeOf<T>;
+    return result<T>(widen(y[i]) > C(0) ? widen(dout[i]) : C(0));
+  }
 };
 
 template <typename T>
@@ -348,7 +370,8 @@ void relu_grad(const KernelContext& k) {
   const int64_t n = k.out(0).numel();
   if (n == 0) return;
   flat_kernel<T, ReluGradFn<T>><<<blocks(n), kThreads, 0, context(k).stream>>>(
-      k.out(0).data<T>(), n, ReluGradFn<T>{k.in(0).data<T>(), k.in(1).data<T>()});
+      mutable_elements<T>(k.out(0)), n,
+      ReluGradFn<T>{elements<T>(k.in(0)), elements<T>(k.in(1))});
   check_launch();
 }
 
@@ -398,8 +421,8 @@ void bias_add(const KernelContext& k) {
     bias_shape.assign(rank - axis, 1);
     bias_shape[0] = x.shape()[axis];
   }
-  launch_map<2>(k, y.data<T>(), y.shape(), {&x.shape(), &bias_shape},
-                BinaryFn<T, T, AddOp>{x.data<T>(), b.data<T>()});
+  launch_map<2>(k, mutable_elements<T>(y), y.shape(), {&x.shape(), &bias_shape},
+                BinaryFn<T, T, AddOp>{elements<T>(x), elements<T>(b)});
 }
 
 // ---- Creation -----------------------------------------------------------------------------
@@ -1283,6 +1306,7 @@ void one_hot(const KernelContext& k) {
 template <typename... Ts>
 struct Types {};
 constexpr Types<float, double> kFloating;
+constexpr Types<__half, __nv_bfloat16> kHalf;
 constexpr Types<float, double, std::int32_t, std::int64_t> kNumeric;
 constexpr Types<float, double, std::int32_t, std::int64_t, std::uint8_t, bool> kAll;
 
@@ -1292,7 +1316,7 @@ void add_elementwise(KernelRegistry& r, std::string_view op, DType dtype, Kernel
 }
 template <typename Op, typename... Ts>
 void add_binary(KernelRegistry& r, std::string_view op, Types<Ts...>) {
-  (add_elementwise(r, op, DTypeOf<Ts>::value, &binary<Op, Ts>), ...);
+  (add_elementwise(r, op, dtype_of<Ts>(), &binary<Op, Ts>), ...);
 }
 template <typename Op, typename... Ts>
 void add_compare(KernelRegistry& r, std::string_view op, Types<Ts...>) {
@@ -1300,7 +1324,24 @@ void add_compare(KernelRegistry& r, std::string_view op, Types<Ts...>) {
 }
 template <typename Op, typename... Ts>
 void add_unary(KernelRegistry& r, std::string_view op, Types<Ts...>) {
-  (add_elementwise(r, op, DTypeOf<Ts>::value, &unary<Op, Ts>), ...);
+  (add_elementwise(r, op, dtype_of<Ts>(), &unary<Op, Ts>), ...);
+}
+
+// The Float16 / BFloat16 kernels of mixed precision (the header comment).
+void add_half_kernels(KernelRegistry& r) {
+  add_binary<AddOp>(r, "Add", kHalf);
+  add_binary<SubOp>(r, "Sub", kHalf);
+  add_binary<MulOp>(r, "Mul", kHalf);
+  add_binary<MaxOp>(r, "Maximum", kHalf);
+  add_binary<MinOp>(r, "Minimum", kHalf);
+  add_unary<NegOp>(r, "Neg", kHalf);
+  add_unary<SquareOp>(r, "Square", kHalf);
+  add_unary<ReLUOp>(r, "ReLU", kHalf);
+  add_unary<ReLU6Op>(r, "ReLU6", kHalf);
+  add_elementwise(r, "ReluGrad", DType::kFloat16, &relu_grad<__half>);
+  add_elementwise(r, "ReluGrad", DType::kBFloat16, &relu_grad<__nv_bfloat16>);
+  r.add("BiasAdd", DType::kFloat16, &bias_add<__half>).writes_every_output_element();
+  r.add("BiasAdd", DType::kBFloat16, &bias_add<__nv_bfloat16>).writes_every_output_element();
 }
 
 }  // namespace
@@ -1396,6 +1437,7 @@ void register_elementwise_kernels(KernelRegistry& r) {
   r.add("GatherGrad", DType::kInt64, gather_grad<std::int64_t>);
   // Keyed by the output dtype (OneHot's kernel_dtype_from is -1); Int32 or Int64 indices.
   r.add("OneHot", DType::kFloat32, one_hot);
+  if (half_kernels_enabled()) add_half_kernels(r);
 }
 
 }  // namespace loom::backend::cuda

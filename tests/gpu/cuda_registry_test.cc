@@ -52,6 +52,29 @@ TEST(CudaRegistry, TheCudaKernelsDeclareTheCpusFacts) {
   }
 }
 
+// The Float16 / BFloat16 kernels of mixed precision, which the CPU lacks (it computes those ops
+// on Float32 kernels between Casts): the convolutions, the products and the elementwise ops
+// between them, each with the facts of its op's Float32 kernel.
+TEST(CudaRegistry, HalfKernelsOfMixedPrecisionDeclareTheFloat32KernelsFacts) {
+  const char* const ops[] = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MatMul",
+                             "BatchMatMul", "Add", "Sub", "Mul", "Maximum", "Minimum", "Neg",
+                             "Square", "ReLU", "ReLU6", "ReluGrad", "BiasAdd"};
+  for (const char* op : ops) {
+    const KernelDef* f32 = cuda_registrations().find(op, DType::kFloat32);
+    ASSERT_NE(f32, nullptr) << op;
+    for (DType d : {DType::kFloat16, DType::kBFloat16}) {
+      SCOPED_TRACE(std::string(op) + "/" + std::string(dtype_name(d)));
+      const KernelDef* g = cuda_registrations().find(op, d);
+      ASSERT_NE(g, nullptr);
+      EXPECT_EQ(g->writes_every_output, f32->writes_every_output);
+      EXPECT_EQ(g->in_place, f32->in_place);
+      EXPECT_EQ(g->elementwise_in_place, f32->elementwise_in_place);
+      EXPECT_EQ(g->prepare != nullptr, f32->prepare != nullptr);
+      EXPECT_TRUE(g->recordable);
+    }
+  }
+}
+
 // cuBLAS, cuBLASLt and cuDNN are loaded at their first call (backends/gpu/libraries.h), not at
 // start-up: registering the kernels above maps none of them. Their version functions need no GPU,
 // so the loading itself is checked here: the versions are the headers' (loom was built against

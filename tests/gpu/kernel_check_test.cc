@@ -7,7 +7,10 @@
 // (grid-stride loops, many blocks, cuDNN's algorithm choice) follow the same path. Then: every
 // op that LeNet and the ResNets use in training (every optimizer), evaluation and the unfused
 // pipelines has a Float32 CUDA kernel, and in deterministic mode the reductions, BatchNormGrad
-// and the convolution gradients give the same bits twice.
+// and the convolution gradients give the same bits twice. The Float16 / BFloat16 kernels that
+// the CPU lacks (the tensor-core convolutions and products of mixed precision) are compared with
+// what the runtime computes on the CPU in their place: the CPU's Float32 kernel on the inputs
+// widened exactly, each output rounded to the 16-bit dtype.
 //
 // Without a usable GPU (or in a build without the CUDA backend) the binary prints why and exits
 // 77, which ctest reports as skipped. A plain run selects the GPU suites only (the CPU table's
@@ -227,6 +230,30 @@ void compare(const Tensor& expected, const Tensor& actual, std::size_t output,
   }
 }
 
+// The CPU's stand-in for a Float16 / BFloat16 kernel it lacks, as the runtime's Float32
+// fallback computes it (passes::compute_low_precision_in_float32): the Float32 kernel on the
+// inputs widened exactly, each Float32 output rounded to `low`. Empty where the CPU has no
+// Float32 kernel either.
+Tensor converted(const Tensor& t, DType to) {
+  Tensor out(to, t.shape());
+  for (std::int64_t i = 0; i < t.numel(); ++i) out.set(i, t.get(i));
+  return out;
+}
+
+std::vector<Tensor> widened_reference(const OpCase& c, const std::vector<Tensor>& inputs,
+                                      DType low) {
+  std::vector<Tensor> wide;
+  for (const Tensor& t : inputs) wide.push_back(t.dtype() == low ? converted(t, DType::kFloat32) : t);
+  const Prepared p = prepare(c.op, c.attrs, wide);
+  const backend::KernelDef* k = backend::cpu_backend().find_kernel(c.op, p.key);
+  if (k == nullptr) return {};
+  std::vector<Tensor> out = run_on(backend::cpu_backend(), *k, p, wide);
+  for (Tensor& t : out) {
+    if (t.dtype() == DType::kFloat32) t = converted(t, low);
+  }
+  return out;
+}
+
 // ---- The rows ----------------------------------------------------------------------------------
 
 struct Param {
@@ -405,6 +432,72 @@ std::vector<OpCase> extra_cases() {
            .inputs = {normal({7, 33}), normal({7, 33}), normal({33}), positive({7, 33})}}};
 }
 
+// The convolutions and matrix products of mixed precision in Float16 and BFloat16 (the tensor
+// cores): LeNet's and ResNet-18's shapes, with SAME padding split unevenly (the padded copy) and
+// a batched product; and the elementwise ops with 16-bit kernels.
+std::vector<OpCase> half_cases() {
+  const Attrs c3 = conv_attrs(64, {3, 3}, "pad", {1, 1, 1, 1}, {1, 1});
+  const Attrs c3s2 = conv_attrs(128, {3, 3}, "pad", {1, 1, 1, 1}, {2, 2});
+  const Attrs same_s2 = conv_attrs(16, {3, 3}, "same", {0, 0, 0, 0}, {2, 2});
+  const Attrs lenet1 = conv_attrs(6, {5, 5}, "valid", {0, 0, 0, 0}, {1, 1});
+  const Attrs lenet2 = conv_attrs(16, {5, 5}, "valid", {0, 0, 0, 0}, {1, 1});
+  const bool yes = true;
+  std::vector<OpCase> out;
+  for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
+    auto in = [dt](Shape s) { return InputSpec{.shape = std::move(s), .dtype = dt}; };
+    const std::string suffix = dt == DType::kBFloat16 ? "_bf16" : "_f16";
+    std::vector<OpCase> rows = {
+        {.name = "lenet_conv1", .op = "Conv2D", .attrs = lenet1,
+         .inputs = {in({64, 1, 32, 32}), in({6, 1, 5, 5})}},
+        {.name = "lenet_conv2", .op = "Conv2D", .attrs = lenet2,
+         .inputs = {in({64, 6, 14, 14}), in({16, 6, 5, 5})}},
+        {.name = "lenet_fc1", .op = "MatMul", .attrs = {{"transpose_b", Value::boolean(yes)}},
+         .inputs = {in({256, 400}), in({120, 400})}},
+        {.name = "lenet_conv2_input_grad", .op = "Conv2DBackpropInput",
+         .attrs = with(lenet2, "input_size", Value::ints({64, 6, 14, 14})),
+         .inputs = {in({64, 16, 10, 10}), in({16, 6, 5, 5})}},
+        {.name = "lenet_conv1_filter_grad", .op = "Conv2DBackpropFilter",
+         .attrs = with(lenet1, "filter_size", Value::ints({6, 1, 5, 5})),
+         .inputs = {in({64, 6, 28, 28}), in({64, 1, 32, 32})}},
+        {.name = "resnet_conv3x3", .op = "Conv2D", .attrs = c3,
+         .inputs = {in({32, 64, 16, 16}), in({64, 64, 3, 3})}},
+        {.name = "resnet_conv3x3_stride2_input_grad", .op = "Conv2DBackpropInput",
+         .attrs = with(c3s2, "input_size", Value::ints({32, 64, 16, 16})),
+         .inputs = {in({32, 128, 8, 8}), in({128, 64, 3, 3})}},
+        {.name = "resnet_conv3x3_filter_grad", .op = "Conv2DBackpropFilter",
+         .attrs = with(c3, "filter_size", Value::ints({64, 64, 3, 3})),
+         .inputs = {in({32, 64, 16, 16}), in({32, 64, 16, 16})}},
+        {.name = "same_stride2", .op = "Conv2D", .attrs = same_s2,
+         .inputs = {in({4, 8, 10, 10}), in({16, 8, 3, 3})}},
+        {.name = "same_stride2_input_grad", .op = "Conv2DBackpropInput",
+         .attrs = with(same_s2, "input_size", Value::ints({4, 8, 10, 10})),
+         .inputs = {in({4, 16, 5, 5}), in({16, 8, 3, 3})}},
+        {.name = "same_stride2_filter_grad", .op = "Conv2DBackpropFilter",
+         .attrs = with(same_s2, "filter_size", Value::ints({16, 8, 3, 3})),
+         .inputs = {in({4, 16, 5, 5}), in({4, 8, 10, 10})}},
+        {.name = "lenet_fc1_weight_grad", .op = "MatMul",
+         .attrs = {{"transpose_a", Value::boolean(yes)}},
+         .inputs = {in({256, 120}), in({256, 400})}},
+        {.name = "odd_sizes", .op = "MatMul", .inputs = {in({7, 33}), in({33, 5})}},
+        {.name = "batched", .op = "BatchMatMul", .attrs = {{"transpose_b", Value::boolean(yes)}},
+         .inputs = {in({3, 4, 17, 24}), in({3, 4, 9, 24})}},
+        // The elementwise ops left in the low dtype between them.
+        {.name = "residual_add", .op = "Add", .inputs = {in({32, 64, 16, 16}), in({32, 64, 16, 16})}},
+        {.name = "broadcast_mul", .op = "Mul", .inputs = {in({8, 5, 7}), in({5, 1})}},
+        {.name = "sub", .op = "Sub", .inputs = {in({1000}), in({1000})}},
+        {.name = "maximum", .op = "Maximum", .inputs = {in({77}), in({77})}},
+        {.name = "relu", .op = "ReLU", .inputs = {in({32, 64, 16, 16})}},
+        {.name = "relu_grad", .op = "ReluGrad", .inputs = {in({32, 64, 16, 16}), in({32, 64, 16, 16})}},
+        {.name = "bias_add", .op = "BiasAdd", .inputs = {in({32, 16, 10, 10}), in({16})}},
+    };
+    for (OpCase& r : rows) {
+      r.name = "half_" + r.name + suffix;
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
 std::vector<Param> params(const std::vector<OpCase>& rows, bool also_f64) {
   std::vector<Param> out;
   for (const OpCase& c : rows) {
@@ -485,11 +578,17 @@ TEST_P(KernelCheck, MatchesTheCpuKernel) {
     record(param.label, "no CUDA kernel", key);
     GTEST_SKIP() << "no CUDA kernel for " << key;
   }
-  if (cpu == nullptr) {
+  const bool half = p.key == DType::kFloat16 || p.key == DType::kBFloat16;
+  std::vector<Tensor> expected;
+  if (cpu != nullptr) {
+    expected = run_on(backend::cpu_backend(), *cpu, p, inputs);
+  } else if (half) {
+    expected = widened_reference(c, inputs, p.key);
+  }
+  if (expected.empty()) {
     record(param.label, "no CPU kernel", key);
     GTEST_SKIP() << "no CPU kernel for " << key;
   }
-  const std::vector<Tensor> expected = run_on(backend::cpu_backend(), *cpu, p, inputs);
   std::vector<Tensor> actual;
   try {
     actual = run_on(*cuda(), *gpu, p, inputs);
@@ -536,6 +635,8 @@ INSTANTIATE_TEST_SUITE_P(Table, KernelCheck, ::testing::ValuesIn(params(all_case
 INSTANTIATE_TEST_SUITE_P(Fused, KernelCheck, ::testing::ValuesIn(params(extra_cases(), true)),
                          kName);
 INSTANTIATE_TEST_SUITE_P(Large, KernelCheck, ::testing::ValuesIn(params(large_cases(), false)),
+                         kName);
+INSTANTIATE_TEST_SUITE_P(Half, KernelCheck, ::testing::ValuesIn(params(half_cases(), false)),
                          kName);
 
 // ---- Coverage ----------------------------------------------------------------------------------
