@@ -37,8 +37,24 @@ FP32 throughout: TF32 off for cuBLAS and cuDNN in PyTorch (loom's CUDA backend u
 CUBLAS_PEDANTIC_MATH), cudnn.benchmark on. Prints the medians in a table with the GPU's name and
 the ratios loom / PyTorch, then device memory and compile times; --json writes every run's
 figures (after every configuration, and when the run is cut short by SIGTERM / SIGINT).
+
+--amp LEVEL[:DTYPE] (e.g. O2:bfloat16; DTYPE float16 when left out) compares mixed precision
+too, as bench/train_vs_torch.py does on the CPU: each round also runs loom's step at that amp
+level (`loom_bench_train ... --amp LEVEL:DTYPE`, core/passes/amp.h) and PyTorch's under
+torch.autocast(device_type, dtype=DTYPE) around the forward and the loss (its lists: the products
+and convolutions in DTYPE, the rest as their inputs or Float32), eager and, for bfloat16, as a CUDA
+graph captured under autocast(cache_enabled=False); float16 adds torch.amp.GradScaler, as a user
+would, whose step is not capturable, so float16 has no graphed amp column (loom_bench_train sets
+no loss scale). A third table prints images/s of loom and PyTorch (eager, graph) in Float32 and
+under amp, each one's amp / Float32 ratio and loom / PyTorch under amp, and their device memory
+(loom's device_peak_mib and plan_mib, PyTorch's max_memory_allocated()); the JSON has them as
+the *_amp keys and "amp". The amp runs count against the same --budget (the estimates of a
+configuration's set-up and rounds are raised for them). TF32 stays off for PyTorch's Float32
+parts. `loom train` runs in Float32 only. With --device CPU the amp runs are torch.autocast("cpu")
+and loom_bench_train --device CPU (torch 1.13's CPU autocast knows bfloat16 only).
 """
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -102,6 +118,12 @@ MODELS = {
 }
 DEFAULT_CONFIGS = ["lenet:32", "lenet:256", "resnet18:256", "resnet50:128", "resnet50_224:128"]
 MIB = 1024.0 * 1024.0
+AMP_LEVELS = ("O0", "O1", "O2", "O3", "auto")  # core/passes/amp.h's amp_level_from_name
+AMP_DTYPES = ("float16", "bfloat16")
+# --amp: a round's and a set-up's guessed seconds (est_round_s, est_setup_s) times these (loom's
+# step and PyTorch eager and graphed once more, in the low dtype)
+AMP_ROUND_FACTOR = 1.7
+AMP_SETUP_FACTOR = 2.0
 
 
 class Stop(Exception):
@@ -138,10 +160,11 @@ def loom_run(loom, model, batch, steps, data_dir, timeout, device="GPU", extra=(
             "data_wait_fraction": r.get("data_wait_fraction")}
 
 
-def bench_run(bench, args, batch, steps, warmup, timeout):
-    """loom_bench_train on the GPU: the step on one batch resident on the device, as PyTorch's."""
-    cmd = [bench, *args, "--device", "GPU", "--batch", str(batch), "--steps", str(steps),
-           "--warmup", str(warmup), "--repeats", "1"]
+def bench_run(bench, args, batch, steps, warmup, timeout, device="GPU", amp=None, plan=False):
+    """loom_bench_train on the GPU: the step on one batch resident on the device, as PyTorch's
+    (amp: with --amp LEVEL:DTYPE; plan: its plan_mib too)."""
+    cmd = [bench, *args, "--device", device, "--batch", str(batch), "--steps", str(steps),
+           "--warmup", str(warmup), "--repeats", "1"] + (["--amp", amp] if amp else [])
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -151,17 +174,34 @@ def bench_run(bench, args, batch, steps, warmup, timeout):
         tail = (p.stdout + p.stderr).strip().splitlines()[-8:]
         raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n  " + "\n  ".join(tail))
     r = json.loads(lines[-1])
-    return {"images_per_s": r["median"], "device_peak_mib": r.get("device_peak_mib"),
-            "compile_ms": r.get("compile_ms")}
+    out = {"images_per_s": r["median"], "device_peak_mib": r.get("device_peak_mib"),
+           "compile_ms": r.get("compile_ms")}
+    if plan:
+        out["plan_mib"] = r.get("plan_mib")
+    return out
+
+
+def grad_scaler():
+    """torch.amp.GradScaler("cuda") (torch 2.3 on), else torch.cuda.amp.GradScaler()."""
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler("cuda")
+    return torch.cuda.amp.GradScaler()
 
 
 class TorchTrainer:
-    """One network, optimizer and synthetic batch on the GPU; eager steps or a captured graph."""
+    """One network, optimizer and synthetic batch on the GPU; eager steps or a captured graph.
+    amp_dtype (torch.bfloat16 or torch.float16): the forward and the loss under torch.autocast
+    to it; float16 on the GPU with a GradScaler (not capturable: graphed is then refused)."""
 
-    def __init__(self, model, batch, graphed, device="cuda"):
+    def __init__(self, model, batch, graphed, device="cuda", amp_dtype=None):
         m = MODELS[model]
         torch.manual_seed(1)
         self.device = device
+        self.amp_dtype = amp_dtype
+        self.scaler = (grad_scaler() if amp_dtype == torch.float16 and device == "cuda"
+                       else None)
+        if graphed and self.scaler is not None:
+            raise ValueError("GradScaler's step (float16) is not capturable in a CUDA graph")
         self.net = m["make"]().to(device).train()
         self.opt = torch.optim.SGD(self.net.parameters(), lr=0.01, momentum=0.9,
                                    weight_decay=m["wd"])
@@ -181,7 +221,9 @@ class TorchTrainer:
             self.graph = torch.cuda.CUDAGraph()
             self.opt.zero_grad(set_to_none=True)
             with torch.cuda.graph(self.graph):
-                self.loss = F.cross_entropy(self.net(self.x), self.y)
+                # autocast's cast cache is not allowed in a captured region
+                with self.autocast(cache_enabled=False):
+                    self.loss = F.cross_entropy(self.net(self.x), self.y)
                 self.loss.backward()
                 self.opt.step()
         self.sync()
@@ -190,11 +232,23 @@ class TorchTrainer:
         if self.device == "cuda":
             torch.cuda.synchronize()
 
+    def autocast(self, cache_enabled=True):
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device, dtype=self.amp_dtype,
+                              cache_enabled=cache_enabled)
+
     def eager_step(self):
         self.opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(self.net(self.x), self.y)
-        loss.backward()
-        self.opt.step()
+        with self.autocast():
+            loss = F.cross_entropy(self.net(self.x), self.y)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.opt.step()
 
     def step(self):
         if self.graph is not None:
@@ -223,29 +277,38 @@ def check_params(model, trainer, mem):
                          f"{want:,}: not the same network size")
 
 
-def build_torch(model, batch, cuda, mem):
-    """The eager and graphed trainers; their peak device memory into `mem` (MiB)."""
+def build_torch(model, batch, cuda, mem, amp_dtype=None):
+    """The eager and graphed trainers; their peak device memory into `mem` (MiB). amp_dtype:
+    the trainers under torch.autocast (their figures torch_amp_*; built after the Float32 ones,
+    whose memory is not counted, nor the cuBLAS workspaces that they made and the amp eager
+    steps reuse: tens of MiB, most of LeNet's Float32 figure; no graphed one with float16's
+    GradScaler). Freeing those workspaces (torch._C._cuda_clearCublasWorkspaces) to count them
+    again frees memory that the Float32 graph's replays use: a launch failure on an H200."""
+    key = "torch" if amp_dtype is None else "torch_amp"
     if not cuda:
-        eager = TorchTrainer(model, batch, graphed=False, device="cpu")
+        eager = TorchTrainer(model, batch, graphed=False, device="cpu", amp_dtype=amp_dtype)
         check_params(model, eager, mem)
         return eager, None
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    eager = TorchTrainer(model, batch, graphed=False)
+    eager = TorchTrainer(model, batch, graphed=False, amp_dtype=amp_dtype)
     check_params(model, eager, mem)
     eager.images_per_s(2, warmup=1)  # cudnn.benchmark's searches, the momentum buffers
-    mem["torch_first_peak_mib"] = (torch.cuda.max_memory_allocated() - base) / MIB
+    mem[f"{key}_first_peak_mib"] = (torch.cuda.max_memory_allocated() - base) / MIB
     torch.cuda.reset_peak_memory_stats()
     eager.images_per_s(3, warmup=0)
-    mem["torch_peak_mib"] = (torch.cuda.max_memory_allocated() - base) / MIB
-    mem["torch_reserved_peak_mib"] = torch.cuda.max_memory_reserved() / MIB
+    mem[f"{key}_peak_mib"] = (torch.cuda.max_memory_allocated() - base) / MIB
+    if amp_dtype is None:  # the process's, the amp trainers' would include the Float32 ones'
+        mem["torch_reserved_peak_mib"] = torch.cuda.max_memory_reserved() / MIB
+    if eager.scaler is not None:
+        return eager, None
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    graphed = TorchTrainer(model, batch, graphed=True)
+    graphed = TorchTrainer(model, batch, graphed=True, amp_dtype=amp_dtype)
     graphed.images_per_s(2, warmup=0)
-    mem["torch_graph_peak_mib"] = (torch.cuda.max_memory_allocated() - base) / MIB
+    mem[f"{key}_graph_peak_mib"] = (torch.cuda.max_memory_allocated() - base) / MIB
     return eager, graphed
 
 
@@ -280,9 +343,39 @@ def summarize(r):
     mem = r.get("memory", {})
     r["median"]["loom_over_torch_memory"] = ratio(r["median"]["loom_device_peak_mib"],
                                                   mem.get("torch_peak_mib"))
+    if "loom_step_amp" in r:  # --amp
+        summarize_amp(r)
 
 
-def print_tables(header, results):
+def high_water(runs, key):
+    """The largest `key` of the runs (a high-water mark), None where none has it."""
+    return max((x[key] for x in runs if x and x.get(key) is not None), default=None)
+
+
+def summarize_amp(r):
+    """--amp: the medians under amp and the ratios amp / Float32 and loom / PyTorch."""
+    m, mem = r["median"], r.get("memory", {})
+    m["loom_step_amp"] = median([x["images_per_s"] for x in r["loom_step_amp"] if x])
+    m["loom_step_amp_device_mib"] = high_water(r["loom_step_amp"], "device_peak_mib")
+    m["loom_step_plan_mib"] = high_water(r["loom_step"], "plan_mib")
+    m["loom_step_amp_plan_mib"] = high_water(r["loom_step_amp"], "plan_mib")
+    m["torch_eager_amp"] = median(r["torch_eager_amp"])
+    m["torch_graph_amp"] = median(r["torch_graph_amp"])
+    m["loom_amp_over_f32"] = ratio(m["loom_step_amp"], m["loom_step"])
+    m["torch_amp_over_f32"] = ratio(m["torch_eager_amp"], m["torch_eager"])
+    m["torch_graph_amp_over_f32"] = ratio(m["torch_graph_amp"], m["torch_graph"])
+    m["loom_amp_over_torch_amp"] = ratio(m["loom_step_amp"], m["torch_eager_amp"])
+    m["loom_amp_over_torch_graph_amp"] = ratio(m["loom_step_amp"], m["torch_graph_amp"])
+    m["loom_amp_over_f32_memory"] = ratio(m["loom_step_amp_device_mib"],
+                                          m["loom_step_device_mib"])
+    m["loom_amp_over_f32_plan"] = ratio(m["loom_step_amp_plan_mib"], m["loom_step_plan_mib"])
+    m["torch_amp_over_f32_memory"] = ratio(mem.get("torch_amp_peak_mib"),
+                                           mem.get("torch_peak_mib"))
+    m["loom_amp_over_torch_amp_memory"] = ratio(m["loom_step_amp_device_mib"],
+                                                mem.get("torch_amp_peak_mib"))
+
+
+def print_tables(header, results, amp=None):
     print()
     print(header)
     print(f"{'model':<13} {'batch':>5} {'steps':>5} {'loom step':>10} {'loom train':>10} "
@@ -338,6 +431,58 @@ def print_tables(header, results):
             verdict = "-" if c is None else ("met" if c < 2000 else "NOT met")
             print(f"ResNet-50 (32x32) compile_ms: {fmt(c, '{:.0f}', 1)} ms "
                   f"(the issue's bar: under 2000 ms: {verdict})")
+    if amp:
+        print_amp_tables(amp, results)
+
+
+def print_amp_tables(amp, results):
+    """--amp: images/s and device memory, Float32 against mixed precision."""
+    print()
+    print(f"mixed precision: {amp}")
+    print(f"{'model':<13} {'batch':>5} {'loom f32':>9} {'loom amp':>9} {'torch f32':>9} "
+          f"{'torch amp':>9} {'graph f32':>9} {'graph amp':>9} {'loom a/f':>8} {'torch a/f':>9} "
+          f"{'graph a/f':>9} {'amp/torch':>9} {'amp/graph':>9}   (images/s, medians of the rounds)")
+    for r in results:
+        if r.get("skipped"):
+            continue
+        m = r["median"]
+        print(f"{r['model']:<13} {r['batch']:>5} {fmt(m['loom_step'], '{:9.0f}', 9)} "
+              f"{fmt(m['loom_step_amp'], '{:9.0f}', 9)} {fmt(m['torch_eager'], '{:9.0f}', 9)} "
+              f"{fmt(m['torch_eager_amp'], '{:9.0f}', 9)} {fmt(m['torch_graph'], '{:9.0f}', 9)} "
+              f"{fmt(m['torch_graph_amp'], '{:9.0f}', 9)} "
+              f"{fmt(m['loom_amp_over_f32'], '{:8.2f}', 8)} "
+              f"{fmt(m['torch_amp_over_f32'], '{:9.2f}', 9)} "
+              f"{fmt(m['torch_graph_amp_over_f32'], '{:9.2f}', 9)} "
+              f"{fmt(m['loom_amp_over_torch_amp'], '{:9.2f}', 9)} "
+              f"{fmt(m['loom_amp_over_torch_graph_amp'], '{:9.2f}', 9)}")
+    print("loom: loom_bench_train's step (the loom step column above) in Float32 and with --amp; "
+          "torch: eager, graph: CUDA graph, each in Float32 and under torch.autocast; a/f: amp / "
+          "Float32 of each; amp/torch, amp/graph: loom amp / PyTorch amp (eager, graph)")
+    print()
+    print(f"{'model':<13} {'batch':>5} {'loom f32':>9} {'loom amp':>9} {'torch f32':>9} "
+          f"{'torch amp':>9} {'graph f32':>9} {'graph amp':>9} {'loom a/f':>8} {'torch a/f':>9} "
+          f"{'amp/torch':>9} {'plan f32':>9} {'plan amp':>9}   (peak device MiB; loom's plan MiB)")
+    for r in results:
+        if r.get("skipped"):
+            continue
+        m, mem = r["median"], r.get("memory", {})
+        print(f"{r['model']:<13} {r['batch']:>5} {fmt(m['loom_step_device_mib'], '{:9.0f}', 9)} "
+              f"{fmt(m['loom_step_amp_device_mib'], '{:9.0f}', 9)} "
+              f"{fmt(mem.get('torch_peak_mib'), '{:9.0f}', 9)} "
+              f"{fmt(mem.get('torch_amp_peak_mib'), '{:9.0f}', 9)} "
+              f"{fmt(mem.get('torch_graph_peak_mib'), '{:9.0f}', 9)} "
+              f"{fmt(mem.get('torch_amp_graph_peak_mib'), '{:9.0f}', 9)} "
+              f"{fmt(m['loom_amp_over_f32_memory'], '{:8.2f}', 8)} "
+              f"{fmt(m['torch_amp_over_f32_memory'], '{:9.2f}', 9)} "
+              f"{fmt(m['loom_amp_over_torch_amp_memory'], '{:9.2f}', 9)} "
+              f"{fmt(m['loom_step_plan_mib'], '{:9.1f}', 9)} "
+              f"{fmt(m['loom_step_amp_plan_mib'], '{:9.1f}', 9)}")
+    print("loom: loom_bench_train's device_peak_mib (the memory pool's high-water mark over the "
+          "timed steps, the largest of the rounds); torch: max_memory_allocated() over eager steps "
+          "after the warm-up (graph: construction, capture and replays; torch amp: built after the "
+          "Float32 trainers, the cuBLAS workspaces that they made, tens of MiB, not counted again "
+          "in its eager figure); a/f: amp / Float32; amp/torch: loom amp / torch amp (eager); "
+          "plan: loom's planned step arena (plan_mib)")
 
 
 def main():
@@ -358,7 +503,20 @@ def main():
     ap.add_argument("--device", choices=["GPU", "CPU"], default="GPU",
                     help="CPU: a dry run of this script where there is no GPU (no CUDA graphs, "
                     "no device memory)")
+    ap.add_argument("--amp", default=None, metavar="LEVEL[:DTYPE]",
+                    help="LEVEL:DTYPE (e.g. O2:bfloat16; DTYPE float16 when left out): compare "
+                    "mixed precision (loom_bench_train's amp level, PyTorch's autocast to DTYPE) "
+                    "against Float32, in turn")
     a = ap.parse_args()
+    amp_dtype = None
+    if a.amp:
+        level, _, dtype = a.amp.partition(":")
+        dtype = dtype or "float16"
+        if level not in AMP_LEVELS or dtype not in AMP_DTYPES:
+            ap.error(f"--amp {a.amp!r}: expected LEVEL[:DTYPE], LEVEL of {', '.join(AMP_LEVELS)}, "
+                     f"DTYPE of {', '.join(AMP_DTYPES)}")
+        a.amp = f"{level}:{dtype}"
+        amp_dtype = getattr(torch, dtype)
     if a.loom_bench is None:
         beside = os.path.join(os.path.dirname(a.loom), "loom_bench_train")
         a.loom_bench = beside if os.path.exists(beside) else None
@@ -390,6 +548,23 @@ def main():
               f"{torch.backends.cudnn.version()}); FP32, TF32 off, cudnn.benchmark on; "
               f"loom: {a.loom}")
     print(header, flush=True)
+    amp_note = amp_json = None
+    if a.amp:
+        dev = "cuda" if cuda else "cpu"
+        scaled = amp_dtype == torch.float16 and cuda
+        amp_note = (f"loom_bench_train --amp {a.amp} (no loss scale); torch.autocast("
+                    f"'{dev}', dtype=torch.{a.amp.split(':')[1]}) around the forward and the loss"
+                    + (" + GradScaler (eager only: its step is not capturable)" if scaled else "")
+                    + ("; graph: captured under autocast(cache_enabled=False)"
+                       if cuda and not scaled else ""))
+        print(f"mixed precision: {amp_note}", flush=True)
+        amp_json = {"loom": a.amp, "torch_dtype": a.amp.split(":")[1], "grad_scaler": scaled,
+                    "torch_graph_amp": cuda and not scaled, "note": amp_note}
+    # the guesses of a configuration's set-up and rounds, the amp runs included
+    est_setup = {k: v["est_setup_s"] * (AMP_SETUP_FACTOR if a.amp else 1)
+                 for k, v in MODELS.items()}
+    est_round = {k: v["est_round_s"] * (AMP_ROUND_FACTOR if a.amp else 1)
+                 for k, v in MODELS.items()}
 
     results = []
     slow = 1.0  # how much longer than their guesses the configurations so far took
@@ -398,9 +573,12 @@ def main():
         if not a.json:
             return
         with open(a.json, "w") as f:
-            json.dump({"gpu": gpu, "torch": torch.__version__, "torch_nets": TORCH_NET_NOTE,
-                       "budget_s": a.budget, "elapsed_s": time.perf_counter() - start,
-                       "results": results}, f, indent=1)
+            out = {"gpu": gpu, "torch": torch.__version__, "torch_nets": TORCH_NET_NOTE}
+            if a.amp:
+                out["amp"] = amp_json
+            out.update({"budget_s": a.budget, "elapsed_s": time.perf_counter() - start,
+                        "results": results})
+            json.dump(out, f, indent=1)
 
     stopped = None
     for i, (cfg, model, batch, steps, rounds) in enumerate(configs):
@@ -408,15 +586,17 @@ def main():
         row = {"model": model, "batch": batch, "steps": steps, "rounds": rounds,
                "loom": [], "loom_step": [], "torch_eager": [], "torch_graph": [], "memory": {},
                "errors": []}
+        if a.amp:
+            row.update({"loom_step_amp": [], "torch_eager_amp": [], "torch_graph_amp": []})
         elapsed = time.perf_counter() - start
-        estimate = slow * (m["est_setup_s"] + rounds * m["est_round_s"])
+        estimate = slow * (est_setup[model] + rounds * est_round[model])
         if stopped or (i > 0 and elapsed + estimate > a.budget):
             row["skipped"] = (stopped or f"{elapsed:.0f} s of the {a.budget:.0f} s budget used, "
                               f"about {estimate:.0f} s needed")
             print(f"{cfg}: skipped ({row['skipped']})", flush=True)
             results.append(row)
             continue
-        eager = graphed = None
+        eager = graphed = eager_amp = graphed_amp = None
         t_cfg = time.perf_counter()
         try:
             try:
@@ -428,6 +608,17 @@ def main():
                 eager = graphed = None
                 if cuda:
                     torch.cuda.empty_cache()
+            if a.amp:
+                try:
+                    eager_amp, graphed_amp = build_torch(model, batch, cuda, row["memory"],
+                                                         amp_dtype)
+                except Stop:
+                    raise
+                except Exception as e:  # noqa: BLE001
+                    row["errors"].append(f"torch amp: {type(e).__name__}: {e}")
+                    eager_amp = graphed_amp = None
+                    if cuda:
+                        torch.cuda.empty_cache()
             row["setup_s"] = time.perf_counter() - t_cfg
             for rep in range(rounds):
                 t_round = time.perf_counter()
@@ -437,6 +628,10 @@ def main():
                           "left)")
                     break
                 lo = None
+                if a.amp and cuda:
+                    # PyTorch's cached blocks back to the device for loom's processes (its four
+                    # trainers' would crowd them; the graphs' pools stay, the warm-ups reallocate)
+                    torch.cuda.empty_cache()
                 if m["loom"]:
                     try:
                         lo = loom_run(a.loom, m["loom"], batch, steps, a.data_dir,
@@ -447,17 +642,28 @@ def main():
                     except Exception as e:  # noqa: BLE001
                         row["errors"].append(f"loom: {e}")
                     row["loom"].append(lo)
-                ls = None
-                if m.get("bench") and a.loom_bench and a.device == "GPU":
+                ls = lsa = None
+                if m.get("bench") and a.loom_bench and (a.device == "GPU" or a.amp):
                     try:
                         ls = bench_run(a.loom_bench, m["bench"], batch, steps, m["warmup"],
                                        timeout=max(15.0, a.budget - (time.perf_counter() - start)
-                                                   + 5))
+                                                   + 5), device=a.device, plan=bool(a.amp))
                     except Stop:
                         raise
                     except Exception as e:  # noqa: BLE001
                         row["errors"].append(f"loom_bench_train: {e}")
                     row["loom_step"].append(ls)
+                    if a.amp:
+                        try:
+                            lsa = bench_run(a.loom_bench, m["bench"], batch, steps, m["warmup"],
+                                            timeout=max(15.0, a.budget
+                                                        - (time.perf_counter() - start) + 5),
+                                            device=a.device, amp=a.amp, plan=True)
+                        except Stop:
+                            raise
+                        except Exception as e:  # noqa: BLE001
+                            row["errors"].append(f"loom_bench_train --amp: {e}")
+                        row["loom_step_amp"].append(lsa)
                 if eager is not None:
                     try:
                         te = eager.images_per_s(steps, warmup=m["warmup"])
@@ -469,11 +675,27 @@ def main():
                     except Exception as e:  # noqa: BLE001
                         row["errors"].append(f"torch: {type(e).__name__}: {e}")
                         eager = graphed = None
+                if eager_amp is not None:
+                    try:
+                        te = eager_amp.images_per_s(steps, warmup=m["warmup"])
+                        tg = (graphed_amp.images_per_s(steps, warmup=m["warmup"]) if graphed_amp
+                              else None)
+                        row["torch_eager_amp"].append(te)
+                        row["torch_graph_amp"].append(tg)
+                    except Stop:
+                        raise
+                    except Exception as e:  # noqa: BLE001
+                        row["errors"].append(f"torch amp: {type(e).__name__}: {e}")
+                        eager_amp = graphed_amp = None
                 row["round_s"] = time.perf_counter() - t_round
                 msg = f"{cfg} round {rep + 1}: "
                 if ls:
                     msg += (f"loom step {ls['images_per_s']:.0f} img/s (device "
                             f"{fmt(ls['device_peak_mib'], '{:.0f} MiB', 1)}), ")
+                if lsa:
+                    msg += (f"loom step amp {lsa['images_per_s']:.0f} img/s (device "
+                            f"{fmt(lsa['device_peak_mib'], '{:.0f} MiB', 1)}, plan "
+                            f"{fmt(lsa['plan_mib'], '{:.1f} MiB', 1)}), ")
                 if lo:
                     msg += (f"loom {lo['images_per_s']:.0f} img/s (loop "
                             f"{lo['loop_images_per_s'] or 0:.0f}, data wait "
@@ -486,6 +708,9 @@ def main():
                 if row["torch_eager"] and len(row["torch_eager"]) == rep + 1:
                     msg += (f", torch eager {row['torch_eager'][-1]:.0f}, "
                             f"graph {fmt(row['torch_graph'][-1], '{:.0f}', 1)} img/s")
+                if a.amp and len(row["torch_eager_amp"]) == rep + 1:
+                    msg += (f", torch amp eager {row['torch_eager_amp'][-1]:.0f}, "
+                            f"graph {fmt(row['torch_graph_amp'][-1], '{:.0f}', 1)} img/s")
                 print(f"{msg} ({row['round_s']:.1f} s)", flush=True)
         except Stop as e:
             stopped = f"stopped by {e}"
@@ -494,8 +719,8 @@ def main():
             row["config_s"] = time.perf_counter() - t_cfg
             if "round_s" in row:
                 done = max(1, len(row["torch_eager"]), len(row["loom"]))
-                slow = max(slow, row["config_s"] / (m["est_setup_s"] + done * m["est_round_s"]))
-            del eager, graphed
+                slow = max(slow, row["config_s"] / (est_setup[model] + done * est_round[model]))
+            del eager, graphed, eager_amp, graphed_amp
             if cuda:
                 torch.cuda.empty_cache()
         mem = row["memory"]
@@ -507,13 +732,18 @@ def main():
             print(f"{cfg}: torch peak device memory {mem.get('torch_peak_mib', 0):.0f} MiB eager "
                   f"({mem.get('torch_first_peak_mib', 0):.0f} with cudnn.benchmark's searches), "
                   f"{mem.get('torch_graph_peak_mib', 0):.0f} MiB graphed", flush=True)
+        if "torch_amp_peak_mib" in mem:
+            print(f"{cfg}: torch amp peak device memory {mem['torch_amp_peak_mib']:.0f} MiB eager "
+                  f"({mem.get('torch_amp_first_peak_mib', 0):.0f} with cudnn.benchmark's "
+                  f"searches), {fmt(mem.get('torch_amp_graph_peak_mib'), '{:.0f} MiB', 1)} "
+                  "graphed", flush=True)
         for err in dict.fromkeys(row["errors"]):
             print(f"{cfg}: {err}", flush=True)
         results.append(row)
         write_json()  # after every configuration: a run cut short keeps what it measured
 
     try:
-        print_tables(header, results)
+        print_tables(header, results, amp_note)
     except Stop:
         pass
     write_json()

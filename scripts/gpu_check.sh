@@ -32,7 +32,15 @@
 #      installed, else CUPTI (bench/cupti_kernels.cc, compiled there; skipped, 77, with neither);
 #      gemm_search: LeNet's step with cuBLASLt's candidates timed (the default) and with its
 #      heuristic's first (LOOM_CUBLASLT_SEARCH=0);
-#  11. modes: LeNet in PyNative on the GPU and the CPU, and two ranks sharing the GPU (mpirun).
+#  11. modes: LeNet in PyNative on the GPU and the CPU, and two ranks sharing the GPU (mpirun);
+#  12. amp: mixed precision, LeNet-5 and ResNet-18 trained LOOM_GPU_AMP_EPOCHS epochs (default 3)
+#      in Float32 and at O2 bfloat16, test accuracies side by side (the bar: within 0.5%), then
+#      ResNet-18's step at batch 256 in Float32, at O2 bfloat16 with the 16-bit kernels and
+#      with LOOM_CUDA_HALF_KERNELS=0 (the Float32 fallback), in turn, and the Float32 and O2
+#      steps profiled (the top ops);
+#  13. amp_bench: bench/gpu_vs_torch.py --amp O2:bfloat16 (loom and PyTorch's torch.autocast,
+#      each against its Float32 step; LOOM_GPU_CHECK_AMP_BENCH gives the configurations, default
+#      resnet18:256 resnet50_224:128).
 # LOOM_GPU_CHECK_STEPS="kernel_check profile_r18" runs only the steps named there (after the
 # unpacking, library and machine steps, which always run); LOOM_GPU_CHECK_BENCH="lenet:256
 # resnet50_224:128" gives the benchmark its configurations (bench/gpu_vs_torch.py --configs) and
@@ -509,9 +517,72 @@ modes() {
   echo "  1 rank GPU: $r"
 }
 
+# Mixed precision (step 12 above).
+amp() {
+  local epochs=${LOOM_GPU_AMP_EPOCHS:-3} model level r status=0 t=/tmp/loom_amp
+  mkdir -p $t
+  for model in lenet resnet18; do
+    for level in O0 O2; do
+      echo "== loom train $model --device GPU --epochs $epochs --amp-level $level --amp-dtype bfloat16"
+      "$WORK/loom" train $model --device GPU --epochs "$epochs" --amp-level $level \
+        --amp-dtype bfloat16 --json --data-dir "$WORK/fashion-mnist" >$t/$model.$level.out 2>&1
+      echo "exit status $?"
+      grep -v '^{' $t/$model.$level.out | tail -n 4
+      tail -n 1 $t/$model.$level.out
+    done
+  done
+  python3 - $t <<'EOF2' || status=1
+import json, sys
+t, ok = sys.argv[1], True
+def result(model, level):
+    lines = [l for l in open(f"{t}/{model}.{level}.out", errors="replace") if l.startswith("{")]
+    return json.loads(lines[-1]) if lines else None
+for model in ("lenet", "resnet18"):
+    f32, o2 = result(model, "O0"), result(model, "O2")
+    if not f32 or not o2:
+        print(f"  {model}: a run gave no result"); ok = False; continue
+    d = o2["test_accuracy"] - f32["test_accuracy"]
+    print(f"  {model}: test accuracy Float32 {f32['test_accuracy']:.4f}, O2 bfloat16 "
+          f"{o2['test_accuracy']:.4f} ({d:+.4f}); train loss {f32['train_loss']:.4f} / "
+          f"{o2['train_loss']:.4f}; images/s {f32['train_images_per_s']:.0f} / "
+          f"{o2['train_images_per_s']:.0f}; Float32 fallbacks at O2: "
+          f"{', '.join(o2.get('float32_fallbacks', [])) or 'none'}")
+    if d < -0.005:
+        print(f"  {model}: O2 bfloat16 is more than 0.5% below Float32"); ok = False
+sys.exit(0 if ok else 1)
+EOF2
+  # The step alone, ResNet-18 batch 256 (one run each, in turn), then both profiled.
+  local variant
+  for variant in Float32 O2 fallback; do
+    case $variant in
+      Float32) r=$("$WORK/loom_bench_train" --model resnet18 --batch 256 --steps 40 --device GPU \
+                   --repeats 1 --warmup 3 2>&1 | tail -n 1) ;;
+      O2) r=$("$WORK/loom_bench_train" --model resnet18 --batch 256 --steps 40 --device GPU \
+              --repeats 1 --warmup 3 --amp O2:bfloat16 2>&1 | tail -n 1) ;;
+      fallback) r=$(LOOM_CUDA_HALF_KERNELS=0 "$WORK/loom_bench_train" --model resnet18 \
+                    --batch 256 --steps 40 --device GPU --repeats 1 --warmup 3 \
+                    --amp O2:bfloat16 2>&1 | tail -n 1) ;;
+    esac
+    echo "  resnet18 256, $variant: $r"
+  done
+  for variant in Float32 O2; do
+    rm -rf $t/prof_$variant
+    if [[ $variant == O2 ]]; then
+      "$WORK/loom_bench_train" --model resnet18 --batch 256 --steps 3 --device GPU --repeats 1 \
+        --warmup 2 --amp O2:bfloat16 --profile-dir $t/prof_$variant >/dev/null 2>&1
+    else
+      "$WORK/loom_bench_train" --model resnet18 --batch 256 --steps 3 --device GPU --repeats 1 \
+        --warmup 2 --profile-dir $t/prof_$variant >/dev/null 2>&1
+    fi
+    echo "== profile, resnet18 256, $variant"
+    "$WORK/loom" profile show $t/prof_$variant --top 14 2>&1 | cut -c1-160
+  done
+  return $status
+}
+
 export ROOT BUNDLE WORK OUT torch_lenet
 export -f dexz unpack cuda_lib_dirs find_cuda machine cuda_graphs same_weights recompute combine \
-  profile_r18 profiles find_cupti kernels_lenet gemm_search modes
+  profile_r18 profiles find_cupti kernels_lenet gemm_search modes amp
 
 main() {
   echo "loom GPU check, $(date -u +%FT%TZ), $(uname -n), repository $ROOT"
@@ -552,6 +623,11 @@ main() {
     step profile_r18 60 profile_r18
     step profiles 90 profiles
     step modes 90 modes
+    step amp 240 amp
+    step amp_bench 200 env PYTHONUNBUFFERED=1 python3 "$ROOT/bench/gpu_vs_torch.py" \
+      --loom "$WORK/loom" --data-dir "$WORK/fashion-mnist" --amp O2:bfloat16 \
+      --budget "${LOOM_GPU_CHECK_AMP_BENCH_BUDGET:-150}" \
+      --configs ${LOOM_GPU_CHECK_AMP_BENCH:-resnet18:256 resnet50_224:128}
   fi
   echo
   echo "==================== summary ($SECONDS s) ===================="
