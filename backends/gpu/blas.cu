@@ -94,9 +94,10 @@ struct GemmPlan {
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   bool kernel_bias = false;
   Act kernel_act = Act::kNone;
-  // The algorithms: `fast` for 16-byte aligned pointers (when has_fast), `any` otherwise.
+  // The algorithms: `fast` for 16-byte aligned pointers (when has_fast), `any` otherwise (when
+  // has_any: cuBLASLt may have none for 16-bit operands aligned to their element only).
   cublasLtMatmulAlgo_t fast{}, any{};
-  bool has_fast = false;
+  bool has_fast = false, has_any = false;
   std::size_t fast_bytes = 0, any_bytes = 0;
 };
 
@@ -320,12 +321,13 @@ bool find_algorithm(const CudaContext& ctx, const GemmPlan& p, std::uintptr_t al
 }
 
 // Chooses both algorithms (the aligned one timed, LOOM_CUBLASLT_SEARCH); false when cuBLASLt has
-// none for element-aligned pointers.
+// neither.
 bool choose_algorithms(const CudaContext& ctx, GemmPlan& p) {
-  if (!find_algorithm(ctx, p, dtype_size(p.dtype), false, p.any, p.any_bytes)) return false;
+  p.has_any = find_algorithm(ctx, p, dtype_size(p.dtype), false, p.any, p.any_bytes);
   p.has_fast = find_algorithm(ctx, p, kFastAlignment, search_on(ctx.deterministic()), p.fast,
                               p.fast_bytes);
-  return true;
+  if (!p.has_any) p.any_bytes = 0;
+  return p.has_any || p.has_fast;
 }
 
 std::string product_text(const GemmPlan& p) {
@@ -536,6 +538,10 @@ void run_plan(const KernelContext& k, const GemmPlan& p, const T* bias) {
       const bool fast = p.has_fast && aligned(pa, kFastAlignment) &&
                         aligned(pb, kFastAlignment) && aligned(pc, kFastAlignment) &&
                         (p.epilogue == CUBLASLT_EPILOGUE_DEFAULT || aligned(bias, kFastAlignment));
+      if (!fast && !p.has_any) {
+        throw InternalError(k.prim.name() + ": cuBLASLt offers no algorithm for operands not "
+                            "aligned to 16 bytes: " + product_text(p));
+      }
       const std::size_t need = fast ? p.fast_bytes : p.any_bytes;
       if (need > workspace_bytes) {
         throw InternalError(k.prim.name() + ": expected a workspace of " + std::to_string(need) +
