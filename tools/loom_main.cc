@@ -108,6 +108,16 @@ int info() {
             << (has("avx512_fp16") ? "has" : "without") << " avx512_fp16; Float16/BFloat16 "
             << (mm16 ? "kernels" : "ops compute on Float32 kernels, rounded after each op")
             << "\n";
+  if (loom::backend::Backend* cuda = loom::backend::find_backend(loom::Device::kCUDA)) {
+    // The CUDA backend's 16-bit kernels (backends/gpu/half.cuh), unless LOOM_CUDA_HALF_KERNELS=0.
+    const bool half = cuda->find_kernel("Conv2D", loom::DType::kBFloat16) != nullptr;
+    std::cout << "CUDA low precision: "
+              << (half ? "Float16/BFloat16 convolutions and products on the tensor cores, the "
+                         "elementwise ops between them in 16 bits (LOOM_CUDA_HALF_KERNELS=0 off)"
+                       : "Float16/BFloat16 ops on Float32 kernels, rounded after each op "
+                         "(LOOM_CUDA_HALF_KERNELS=0)")
+              << "\n";
+  }
   std::cout << "hardware threads: " << std::thread::hardware_concurrency() << "\n";
   return 0;
 }
