@@ -27,6 +27,11 @@
 //     is exact, and %h is half the size of the Float32 copy that otherwise stays alive;
 //   - %z as Cast(BatchNormApply(Cast(Depend(%h, %d)){Float32}, ...){act}){BFloat16}: ReLU and
 //     rounding to the low dtype commute (rounding is monotone and keeps zero).
+// At auto the ReLU computes in Float32 and its result is narrowed for the next convolution:
+// %zn = Cast(ReLU(TupleGetItem(%bn, 0))){BFloat16}. The ReLU's backward users (ReluGrad) get the
+// Float32 recomputation above, and %zn's (the next filter gradient) get
+// Cast(BatchNormApply(...){act}){BFloat16}, the same computation as %zn's, so neither the
+// Float32 activation nor its 16-bit copy is kept.
 //
 // Leaves alone: a BatchNorm in inference mode (its y is not computed from saved statistics); an
 // activation without forward users (nothing to free) or without backward users (nothing to
@@ -150,14 +155,24 @@ bool recompute_graph(ir::Manager& mgr, FuncGraph& graph) {
       changed = true;
       continue;
     }
-    std::string act_name;
-    if (act->is_call_to("ReLU")) act_name = "relu";
-    if (act->is_call_to("ReLU6")) act_name = "relu6";
-    if (act_name.empty() || act->num_args() != 1) continue;
-    // The activation of the BatchNorm's y, or (amp O2) of y cast to Float16 / BFloat16.
+    // `act` is the value whose backward uses are recomputed: the activation, or (amp auto) the
+    // activation's narrowing Cast; `relu` the activation.
+    const CNode* relu = act;
     const CNode* narrow = nullptr;
-    CNode* bn = training_batch_norm_of(act->arg(0));
-    if (bn == nullptr && act->arg(0)->is_cnode()) {
+    if (act->is_call_to("Cast") && act->num_args() == 1 && act->abstract() &&
+        act->abstract()->is_tensor() && is_half_float(act->abstract()->dtype()) &&
+        act->arg(0)->is_cnode() && act->arg(0)->abstract() && act->arg(0)->abstract()->is_tensor() &&
+        widens_exactly(act->abstract()->dtype(), act->arg(0)->abstract()->dtype())) {
+      relu = static_cast<const CNode*>(act->arg(0));
+      narrow = act;
+    }
+    std::string act_name;
+    if (relu->is_call_to("ReLU")) act_name = "relu";
+    if (relu->is_call_to("ReLU6")) act_name = "relu6";
+    if (act_name.empty() || relu->num_args() != 1) continue;
+    // The activation of the BatchNorm's y, or (amp O2) of y cast to Float16 / BFloat16.
+    CNode* bn = training_batch_norm_of(relu->arg(0));
+    if (bn == nullptr && narrow == nullptr && act->arg(0)->is_cnode()) {
       const auto* c = static_cast<const CNode*>(act->arg(0));
       if (c->is_call_to("Cast") && c->num_args() == 1 && c->abstract() &&
           c->abstract()->is_tensor() && is_half_float(c->abstract()->dtype())) {
