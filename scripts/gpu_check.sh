@@ -553,27 +553,22 @@ sys.exit(0 if ok else 1)
 EOF2
   # The step alone, ResNet-18 batch 256 (one run each, in turn), then both profiled.
   local variant
+  local -a env_of amp_of
   for variant in Float32 O2 fallback; do
-    case $variant in
-      Float32) r=$("$WORK/loom_bench_train" --model resnet18 --batch 256 --steps 40 --device GPU \
-                   --repeats 1 --warmup 3 2>&1 | tail -n 1) ;;
-      O2) r=$("$WORK/loom_bench_train" --model resnet18 --batch 256 --steps 40 --device GPU \
-              --repeats 1 --warmup 3 --amp O2:bfloat16 2>&1 | tail -n 1) ;;
-      fallback) r=$(LOOM_CUDA_HALF_KERNELS=0 "$WORK/loom_bench_train" --model resnet18 \
-                    --batch 256 --steps 40 --device GPU --repeats 1 --warmup 3 \
-                    --amp O2:bfloat16 2>&1 | tail -n 1) ;;
-    esac
+    env_of=()
+    amp_of=()
+    [[ $variant != Float32 ]] && amp_of=(--amp O2:bfloat16)
+    [[ $variant == fallback ]] && env_of=(LOOM_CUDA_HALF_KERNELS=0)
+    r=$(env "${env_of[@]}" "$WORK/loom_bench_train" --model resnet18 --batch 256 --steps 40 \
+        --device GPU --repeats 1 --warmup 3 "${amp_of[@]}" 2>&1 | tail -n 1)
     echo "  resnet18 256, $variant: $r"
   done
   for variant in Float32 O2; do
+    amp_of=()
+    [[ $variant == O2 ]] && amp_of=(--amp O2:bfloat16)
     rm -rf $t/prof_$variant
-    if [[ $variant == O2 ]]; then
-      "$WORK/loom_bench_train" --model resnet18 --batch 256 --steps 3 --device GPU --repeats 1 \
-        --warmup 2 --amp O2:bfloat16 --profile-dir $t/prof_$variant >/dev/null 2>&1
-    else
-      "$WORK/loom_bench_train" --model resnet18 --batch 256 --steps 3 --device GPU --repeats 1 \
-        --warmup 2 --profile-dir $t/prof_$variant >/dev/null 2>&1
-    fi
+    "$WORK/loom_bench_train" --model resnet18 --batch 256 --steps 3 --device GPU --repeats 1 \
+      --warmup 2 "${amp_of[@]}" --profile-dir $t/prof_$variant >/dev/null 2>&1
     echo "== profile, resnet18 256, $variant"
     "$WORK/loom" profile show $t/prof_$variant --top 14 2>&1 | cut -c1-160
   done

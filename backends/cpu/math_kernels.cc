@@ -458,7 +458,6 @@ void cast_to_bits(const KernelContext& k) {
   const S* px = k.in(0).data<S>();
   auto* py = static_cast<std::uint16_t*>(k.out(0).raw_data());
   const DType to_dtype = k.out(0).dtype();
-  const ToBits to = to_bits(to_dtype);
   cpu::pool(k).parallel_for(k.out(0).numel(), kElementwiseGrain,
                             [&](std::int64_t begin, std::int64_t end) {
                               if constexpr (std::is_same_v<S, float>) {
@@ -467,10 +466,11 @@ void cast_to_bits(const KernelContext& k) {
                                 } else {
                                   floats_to_half(px + begin, py + begin, end - begin);
                                 }
-                                return;
-                              }
-                              for (std::int64_t i = begin; i < end; ++i) {
-                                py[i] = to(static_cast<float>(px[i]));
+                              } else {
+                                const ToBits to = to_bits(to_dtype);
+                                for (std::int64_t i = begin; i < end; ++i) {
+                                  py[i] = to(static_cast<float>(px[i]));
+                                }
                               }
                             });
 }
@@ -480,7 +480,6 @@ void cast_bits_to(const KernelContext& k) {
   const auto* px = static_cast<const std::uint16_t*>(k.in(0).raw_data());
   D* py = k.out(0).data<D>();
   const DType from_dtype = k.in(0).dtype();
-  const FromBits from = from_bits(from_dtype);
   cpu::pool(k).parallel_for(k.out(0).numel(), kElementwiseGrain,
                             [&](std::int64_t begin, std::int64_t end) {
                               if constexpr (std::is_same_v<D, float>) {
@@ -489,10 +488,11 @@ void cast_bits_to(const KernelContext& k) {
                                 } else {
                                   half_to_floats(px + begin, py + begin, end - begin);
                                 }
-                                return;
-                              }
-                              for (std::int64_t i = begin; i < end; ++i) {
-                                py[i] = convert<float, D>(from(px[i]));
+                              } else {
+                                const FromBits from = from_bits(from_dtype);
+                                for (std::int64_t i = begin; i < end; ++i) {
+                                  py[i] = convert<float, D>(from(px[i]));
+                                }
                               }
                             });
 }

@@ -552,16 +552,21 @@ void run_plan(const KernelContext& k, const GemmPlan& p, const T* bias) {
                                        workspace, workspace_bytes, ctx.stream));
     }
   }
-  // What cuBLASLt did not apply: the bias and activation of MatMulBiasAct.
-  const bool add_bias = p.has_bias && (p.zero_k || p.kernel_bias);
-  const Act act = p.zero_k ? p.act : p.kernel_act;
-  if (!add_bias && act == Act::kNone) return;
-  if (add_bias) {
-    bias_act_kernel<T, true><<<blocks(total), kThreads, 0, ctx.stream>>>(c, bias, total, p.n, act);
-  } else {
-    bias_act_kernel<T, false><<<blocks(total), kThreads, 0, ctx.stream>>>(c, bias, total, p.n, act);
+  // What cuBLASLt did not apply: the bias and activation of MatMulBiasAct (Float32 and Float64
+  // only: MatMul and BatchMatMul alone have 16-bit kernels).
+  if constexpr (!kHalfStorage<T>) {
+    const bool add_bias = p.has_bias && (p.zero_k || p.kernel_bias);
+    const Act act = p.zero_k ? p.act : p.kernel_act;
+    if (!add_bias && act == Act::kNone) return;
+    if (add_bias) {
+      bias_act_kernel<T, true>
+          <<<blocks(total), kThreads, 0, ctx.stream>>>(c, bias, total, p.n, act);
+    } else {
+      bias_act_kernel<T, false>
+          <<<blocks(total), kThreads, 0, ctx.stream>>>(c, bias, total, p.n, act);
+    }
+    LOOM_CUDA_CHECK(cudaGetLastError());
   }
-  LOOM_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T>

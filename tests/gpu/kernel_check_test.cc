@@ -235,9 +235,7 @@ void compare(const Tensor& expected, const Tensor& actual, std::size_t output,
 // inputs widened exactly, each Float32 output rounded to `low`. Empty where the CPU has no
 // Float32 kernel either.
 Tensor converted(const Tensor& t, DType to) {
-  Tensor out(to, t.shape());
-  for (std::int64_t i = 0; i < t.numel(); ++i) out.set(i, t.get(i));
-  return out;
+  return Tensor::from_doubles(to, t.shape(), t.to_doubles());
 }
 
 std::vector<Tensor> widened_reference(const OpCase& c, const std::vector<Tensor>& inputs,
